@@ -1,0 +1,127 @@
+// The node <-> guest channel protocol (version 1).
+//
+// The node and `spaced` (PID 1 of a sandbox) talk over one SOCK_STREAM socket pair made
+// before the sandbox starts; never over a network. Everything the guest sends is hostile
+// to the node: frames are bounded, unknown types and streams are dropped, JSON bodies are
+// validated field by field by whoever consumes them.
+//
+// Framing: a fixed 12-byte header, then `length` payload bytes.
+//   u8  version   kVersion; any other value ends the connection
+//   u8  type      FrameType
+//   u16 flags     reserved, 0
+//   u32 stream    multiplexing id chosen by the node (0 = the connection itself)
+//   u32 length    payload bytes, <= kMaxPayload
+// All integers are little-endian.
+//
+// Streams: the node opens a stream with kExecStart or kFileOp on a fresh stream id and the
+// guest answers on the same id. Many streams run at once.
+//
+//   exec:  node kExecStart{json} -> guest kExecStarted{"pid":n} | kError{json}
+//          guest kStdout/kStderr(raw)* ... guest kExit{json} (always last for the stream)
+//          node  kStdin(raw)* ; an empty kStdin closes the process's stdin
+//          node  kSignal{"signal":n}
+//   file:  node kFileOp{json}; for "write" the node then sends kFileData(raw)* and an empty
+//          kFileData to end. Guest answers kFileResult{json} | kError{json}; for "read"
+//          kFileResult{"size":n,...} is followed by kFileData(raw)* and an empty kFileData.
+//   conn:  guest kHello{"version":1} first; node kPing -> guest kPong (same payload).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace space::guest {
+
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 12;
+// Hard cap on one frame's payload: a chunk of output or file data, or a JSON request.
+inline constexpr uint32_t kMaxPayload = 1u << 20;
+// Chunk size senders use for bulk data (file bodies, process output).
+inline constexpr size_t kChunkSize = 64 * 1024;
+// The channel is fd 3 in the guest (set up by the runtime before exec).
+inline constexpr int kChannelFd = 3;
+
+enum class FrameType : uint8_t {
+  kHello = 1,        // guest -> node, stream 0, {"version":1}
+  kPing = 2,         // node -> guest, any payload <= 64 bytes
+  kPong = 3,         // guest -> node, echoes the ping payload
+  kExecStart = 10,   // node -> guest, ExecRequest JSON (see below)
+  kExecStarted = 11, // guest -> node, {"pid": host-invisible guest pid}
+  kStdin = 12,       // node -> guest, raw bytes; empty closes stdin
+  kStdout = 13,      // guest -> node, raw bytes
+  kStderr = 14,      // guest -> node, raw bytes
+  kSignal = 15,      // node -> guest, {"signal": n}
+  kExit = 16,        // guest -> node, {"exit_code": n|null, "signal": n|null, "timed_out": bool}
+  kFileOp = 20,      // node -> guest, FileOp JSON (see below)
+  kFileData = 21,    // both ways, raw bytes; empty ends the body
+  kFileResult = 22,  // guest -> node, JSON result of a file op
+  kError = 30,       // guest -> node, {"code": "<api word>", "message": "..."}; ends the stream
+};
+
+// kExecStart JSON:
+//   {"cmd": ["argv0", ...],            required, 1..4096 entries
+//    "env": {"K": "V"},                added to the guest's base environment
+//    "cwd": "/path" | absent,          default: the user's home
+//    "user": "root" | "user" | "1000", default root; resolved in the sandbox's /etc/passwd
+//    "timeout_ms": n,                  0 = none; the guest kills the process group
+//    "stdin": bool}                    true: keep stdin open for kStdin frames; false: /dev/null
+//
+// kFileOp JSON: {"op": "read|write|list|stat|mkdir|move|delete", "path": "/abs",
+//   "to": "/abs" (move), "mode": n (write, mkdir), "recursive": bool (delete),
+//   "depth": n (list, 1..8)}
+// kFileResult JSON:
+//   read:   {"size": n}            (then data)
+//   write:  {"path": p, "size": n}
+//   stat:   Entry                  {"name","path","type":"file|dir|symlink|other","size","mode","mtime"}
+//   list:   {"entries": [Entry...]} at most 10000 entries
+//   mkdir, move, delete: {}
+
+struct FrameHeader {
+  uint8_t version = kVersion;
+  FrameType type = FrameType::kHello;
+  uint16_t flags = 0;
+  uint32_t stream = 0;
+  uint32_t length = 0;
+};
+
+struct Frame {
+  FrameType type = FrameType::kHello;
+  uint32_t stream = 0;
+  std::string payload;
+};
+
+// Serializes a header for `payload_len` bytes into `out` (kHeaderSize bytes).
+void EncodeHeader(FrameType type, uint32_t stream, uint32_t payload_len, uint8_t out[kHeaderSize]);
+// The whole frame as bytes. Precondition: payload.size() <= kMaxPayload.
+std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payload);
+
+// Parses and validates a header: wrong version or oversized length is an error.
+Result<FrameHeader> DecodeHeader(const uint8_t in[kHeaderSize]);
+
+// Incremental parser for a byte stream of frames. Feed() bytes as they arrive; Next()
+// yields complete frames. After any error the stream is unusable (the peer is broken or
+// hostile and the connection must be closed). Thread-compatible.
+class FrameParser {
+ public:
+  // Appends bytes. Returns an error when they make the stream invalid.
+  Status Feed(std::string_view bytes);
+  // The next complete frame, or nullopt when more bytes are needed.
+  std::optional<Frame> Next();
+  size_t buffered() const { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  size_t pos_ = 0;
+  bool broken_ = false;
+};
+
+// Blocking helpers over a socket fd. WriteFrame sends header+payload with one writev-like
+// call sequence; callers serialize concurrent writers. ReadFrame fails on EOF, a bad
+// header, or an oversized frame.
+Status WriteFrame(int fd, FrameType type, uint32_t stream, std::string_view payload);
+Result<Frame> ReadFrame(int fd);
+
+}  // namespace space::guest

@@ -1,0 +1,82 @@
+// The `ns` runtime: starts a sandbox's init (`spaced`) inside fresh Linux namespaces over a
+// prepared root directory, and tears it down.
+//
+// Owned by the node agent; one instance per node. Thread-safe: Launch/Destroy may run
+// concurrently for different sandboxes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+
+namespace space::runtime {
+
+// The number of uids/gids each sandbox gets: [uid_base, uid_base + kUidRangeSize).
+inline constexpr uint32_t kUidRangeSize = 65536;
+
+struct Limits {
+  double cpus = 1.0;                        // CPU bandwidth in cores
+  uint64_t memory_bytes = 512ull << 20;     // memory (+swap where the host has swap accounting)
+  uint64_t pids_max = 1024;                 // tasks
+};
+
+// A validated description of one sandbox to start. Built by the node; the runtime never
+// parses user input.
+struct SandboxSpec {
+  std::string id;            // "sbx_..." (also the cgroup leaf name)
+  std::string rootfs;        // host path of the sandbox's writable root directory
+  std::string hostname;      // <= 64 bytes
+  uint32_t uid_base = 0;     // host uid/gid of sandbox uid 0; a multiple of kUidRangeSize
+  Limits limits;
+  std::string guest_binary;  // host path of the static `spaced` executable
+  std::vector<std::string> guest_env;  // initial environment of spaced ("K=V")
+};
+
+struct LaunchedSandbox {
+  pid_t pid = -1;      // host pid of the sandbox's init (spaced)
+  UniqueFd pidfd;      // pidfd of init, for race-free signalling and exit notification
+  UniqueFd channel;    // node end of the guest channel (SOCK_STREAM, CLOEXEC)
+  // Named setup steps with their durations in microseconds, in execution order.
+  std::vector<std::pair<std::string, int64_t>> steps_us;
+};
+
+struct RuntimeConfig {
+  std::string run_dir;               // host scratch dir, e.g. <data-dir>/run (created)
+  std::string cgroup_name = "space"; // parent cgroup name under each hierarchy
+};
+
+class NsRuntime {
+ public:
+  // Probes the host (cgroup v1/v2 layout, idmapped mounts), prepares the seccomp program
+  // and the parent cgroups.
+  static Result<std::unique_ptr<NsRuntime>> Create(const RuntimeConfig& config);
+  virtual ~NsRuntime() = default;
+
+  // Starts the sandbox. On failure nothing is left behind and the Status names the setup
+  // step and errno ("sandbox sbx_x: step mount_proc: mount proc: EPERM ...").
+  virtual Result<LaunchedSandbox> Launch(const SandboxSpec& spec) = 0;
+
+  // Kills every process of the sandbox (via its cgroup), reaps init, removes its cgroups
+  // and scratch dir. Idempotent: succeeds when the sandbox is already gone.
+  virtual Status Destroy(const std::string& id) = 0;
+
+  // Freezes / thaws every process of the sandbox (cgroup freezer, v1 or v2).
+  virtual Status Freeze(const std::string& id) = 0;
+  virtual Status Thaw(const std::string& id) = 0;
+
+  // Sandbox ids that have a cgroup or scratch dir on this host right now.
+  virtual Result<std::set<std::string>> ListPresent() = 0;
+
+  // "v1" or "v2": which cgroup layout limits are applied through.
+  virtual std::string cgroup_version() const = 0;
+};
+
+}  // namespace space::runtime

@@ -1,0 +1,67 @@
+// The node's storage pool: read-only templates pinned by digest and writable copy-on-write
+// sandbox roots cloned from them.
+//
+// Layout under <data-dir>:
+//   pool/                    btrfs (native, or a loop-backed image pool.img mounted here)
+//     templates/sha256-<hex>    read-only subvolume per template digest
+//     templates/index.json      name -> digest, size, created_at
+//     sandboxes/<sbx_id>        writable snapshot of the template (the sandbox root)
+// Overlay fallback (no btrfs possible): templates are plain directories and a sandbox root is
+// an overlayfs mount of the template (lower) and sandboxes/<id>/{upper,work}.
+//
+// Owned by the node agent. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace space::storage {
+
+struct TemplateInfo {
+  std::string name;          // "base", "busybox", or an imported name
+  std::string digest;        // "sha256:<64 hex>" over the tree (paths, types, modes, owners, contents)
+  uint64_t size_bytes = 0;
+  int64_t created_at_ms = 0;
+  std::string path;          // host path of the read-only tree
+};
+
+// Progress of long work (template builds), one human-readable line per call.
+using ProgressFn = std::function<void(const std::string& line)>;
+
+struct PoolConfig {
+  std::string data_dir;                        // e.g. /var/lib/space
+  uint64_t loop_image_bytes = 64ull << 30;     // sparse size of pool.img when the host is not btrfs
+  bool force_overlay = false;                  // skip btrfs (tests of the fallback)
+};
+
+class Pool {
+ public:
+  // Mounts or creates the pool (native btrfs, loop-backed btrfs, else overlay fallback).
+  // Idempotent across restarts: an existing pool mount is reused.
+  static Result<std::unique_ptr<Pool>> Open(const PoolConfig& config);
+  virtual ~Pool() = default;
+
+  virtual std::string kind() const = 0;  // "btrfs" or "overlay"
+
+  // Templates. Built-ins ("busybox", "base") are built on first Ensure, with progress.
+  virtual Result<TemplateInfo> EnsureTemplate(const std::string& name, const ProgressFn& progress) = 0;
+  virtual Result<TemplateInfo> ImportTemplate(const std::string& name, const std::string& dir_or_tarball,
+                                              const ProgressFn& progress) = 0;
+  virtual Result<std::vector<TemplateInfo>> ListTemplates() = 0;
+  virtual Result<TemplateInfo> GetTemplate(const std::string& name) = 0;  // not_found when absent
+
+  // Sandbox roots. CreateRoot clones the template with `digest` for `sandbox_id` and applies
+  // the disk limit; returns the root's host path. DestroyRoot is idempotent.
+  virtual Result<std::string> CreateRoot(const std::string& sandbox_id, const std::string& digest,
+                                         uint64_t disk_limit_bytes) = 0;
+  virtual Status DestroyRoot(const std::string& sandbox_id) = 0;
+  virtual std::string RootPath(const std::string& sandbox_id) const = 0;
+  virtual Result<std::vector<std::string>> ListRoots() = 0;
+};
+
+}  // namespace space::storage
