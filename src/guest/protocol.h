@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/result.h"
 #include "common/status.h"
 
 namespace space::guest {

@@ -51,6 +51,9 @@ struct LaunchedSandbox {
 struct RuntimeConfig {
   std::string run_dir;               // host scratch dir, e.g. <data-dir>/run (created)
   std::string cgroup_name = "space"; // parent cgroup name under each hierarchy
+  std::string cgroup_root = "/sys/fs/cgroup";  // where the cgroup hierarchies are mounted
+  // How long a launch may spend in the child's setup before it is killed.
+  int64_t child_setup_timeout_ms = 10000;
 };
 
 class NsRuntime {

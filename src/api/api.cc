@@ -1,0 +1,171 @@
+// Authentication and routing.
+#include "api/api.h"
+
+#include <openssl/sha.h>
+
+#include <vector>
+
+#include "api/validate.h"
+#include "common/clock.h"
+#include "common/random.h"
+#include "common/syscall.h"
+
+namespace space::api {
+namespace {
+
+std::string Sha256Hex(std::string_view s) {
+  unsigned char d[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : d) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+nlohmann::json SandboxJson(const store::SandboxRecord& r) {
+  auto parse = [](const std::string& s, nlohmann::json def) {
+    auto j = nlohmann::json::parse(s, nullptr, false);
+    return j.is_discarded() ? def : j;
+  };
+  nlohmann::json j = {{"id", r.id},
+                      {"state", r.state},
+                      {"template", r.template_name},
+                      {"template_digest", r.template_digest},
+                      {"runtime", r.runtime},
+                      {"team", r.team},
+                      {"node", r.node},
+                      {"created_at", FormatRfc3339(r.created_at_ms)},
+                      {"expires_at", FormatRfc3339(r.expires_at_ms)},
+                      {"timeout_s", r.timeout_s},
+                      {"on_timeout", r.on_timeout},
+                      {"metadata", parse(r.metadata_json, nlohmann::json::object())},
+                      {"egress_profiles", parse(r.egress_json, nlohmann::json::array())},
+                      {"resources", parse(r.resources_json, nlohmann::json::object())},
+                      {"timings", parse(r.timings_json, nlohmann::json::object())}};
+  if (!r.error.empty()) j["error"] = r.error;
+  return j;
+}
+
+nlohmann::json OperationJson(const store::OperationRecord& r) {
+  nlohmann::json j = {{"id", r.id},         {"kind", r.kind},
+                      {"target", r.target}, {"state", r.state},
+                      {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
+                      {"created_at", FormatRfc3339(r.created_at_ms)},
+                      {"finished_at", r.finished_at_ms ? nlohmann::json(FormatRfc3339(r.finished_at_ms)) : nlohmann::json(nullptr)}};
+  return j;
+}
+
+Status Api::EnsureAdminKey(store::Store* store, const std::string& key_path) {
+  auto existing = ReadFileToString(key_path, 4096);
+  if (existing.ok()) {
+    std::string key = *existing;
+    while (!key.empty() && (key.back() == '\n' || key.back() == ' ')) key.pop_back();
+    if (!key.empty()) return store->PutApiKey(Sha256Hex(key), "default", "admin");
+  }
+  std::string key = "space_" + RandomHex(24);
+  RETURN_IF_ERROR(WriteFileAtomic(key_path, key + "\n", 0600));
+  return store->PutApiKey(Sha256Hex(key), "default", "admin");
+}
+
+Status Api::Authenticate(Request& req) {
+  std::string auth = req.Header("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() <= kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) {
+    return Unauthenticated("missing 'Authorization: Bearer <key>' header");
+  }
+  std::string hash = Sha256Hex(std::string_view(auth).substr(kBearer.size()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = key_cache_.find(hash); it != key_cache_.end()) {
+      req.team = it->second;
+      return Status::Ok();
+    }
+  }
+  auto team = node_->store()->TeamForApiKey(hash);
+  if (!team.ok()) return Unauthenticated("invalid API key");
+  std::lock_guard<std::mutex> lock(mu_);
+  key_cache_[hash] = *team;
+  req.team = *team;
+  return Status::Ok();
+}
+
+void Api::Handle(Request& req, Responder& res) {
+  if (req.path == "/healthz" && req.method == "GET") {
+    res.SendJson(200, {{"status", "ok"}});
+    return;
+  }
+  if (Status st = Authenticate(req); !st.ok()) {
+    res.SendError(st);
+    return;
+  }
+  Route(req, res);
+}
+
+void Api::Route(Request& req, Responder& res) {
+  auto p = Split(req.path);
+  const std::string& m = req.method;
+  auto not_found = [&] { res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256))); };
+  if (p.empty() || (p[0] != "v1" && !(p.size() == 1 && p[0] == "metrics"))) return not_found();
+  if (p[0] == "metrics") return m == "GET" ? Metrics(req, res) : not_found();
+  size_t n = p.size();
+  if (n >= 2 && p[1] == "sandboxes") {
+    if (n == 2) {
+      if (m == "POST") return CreateSandbox(req, res);
+      if (m == "GET") return ListSandboxes(req, res);
+      return not_found();
+    }
+    const std::string& id = p[2];
+    if (!IsId(id, "sbx")) return res.SendError(NotFound("sandbox " + id.substr(0, 80) + " not found"));
+    if (n == 3) {
+      if (m == "GET") return GetSandbox(req, res, id);
+      if (m == "DELETE") return DeleteSandbox(req, res, id);
+      return not_found();
+    }
+    const std::string& sub = p[3];
+    if (n == 4 && m == "POST" && sub == "timeout") return SetTimeout(req, res, id);
+    if (n == 4 && m == "POST" && sub == "exec") return Exec(req, res, id);
+    if (n == 4 && m == "GET" && sub == "commands") return Commands(req, res, id);
+    if (n == 4 && m == "POST" && (sub == "pause" || sub == "resume" || sub == "suspend" || sub == "snapshots" ||
+                                  sub == "fork" || sub == "rollback")) {
+      return res.SendError(Unavailable(sub + " is not implemented on this server yet (see the lifecycle issue)"));
+    }
+    if (sub == "processes") {
+      if (n == 4 && m == "POST") return StartProcess(req, res, id);
+      if (n == 4 && m == "GET") return ListProcesses(req, res, id);
+      if (n == 5 && m == "GET") return ProcessCall(req, res, id, p[4], "get");
+      if (n == 6 && m == "GET" && p[5] == "output") return ProcessCall(req, res, id, p[4], "output");
+      if (n == 6 && m == "POST" && (p[5] == "stdin" || p[5] == "signal")) return ProcessCall(req, res, id, p[4], p[5]);
+      return not_found();
+    }
+    if (sub == "files") {
+      if (n == 4) return Files(req, res, id, m == "GET" ? "read" : m == "PUT" ? "write" : m == "DELETE" ? "delete" : "");
+      if (n == 5 && m == "GET" && (p[4] == "list" || p[4] == "stat")) return Files(req, res, id, p[4]);
+      if (n == 5 && m == "POST" && (p[4] == "mkdir" || p[4] == "move")) return Files(req, res, id, p[4]);
+      return not_found();
+    }
+    return not_found();
+  }
+  if (n == 3 && p[1] == "operations" && m == "GET") return GetOperation(req, res, p[2]);
+  if (n == 2 && p[1] == "audit" && m == "GET") return ListAudit(req, res);
+  if (p.size() >= 2 && p[1] == "templates" && n <= 3) return Templates(req, res, n == 3 ? p[2] : "");
+  return not_found();
+}
+
+}  // namespace space::api

@@ -1,0 +1,59 @@
+// Api: the v1 REST + SSE surface of API.md. Authenticates each request, parses it into a
+// typed call on the Node, and renders the result. Parsing only: no lifecycle logic here.
+// Thread-safe (handlers run on many connection threads).
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "api/http.h"
+#include "node/node.h"
+
+namespace space::api {
+
+class Api {
+ public:
+  explicit Api(node::Node* node) : node_(node) {}
+
+  // Entry point for the HTTP server.
+  void Handle(Request& req, Responder& res);
+
+  // Creates the first admin key when none exists: writes it to `key_path` (0600) and stores
+  // its hash. Returns the key path (existing or new).
+  static Status EnsureAdminKey(store::Store* store, const std::string& key_path);
+
+ private:
+  Status Authenticate(Request& req);
+  void Route(Request& req, Responder& res);
+
+  // Sandboxes (api_sandboxes.cc)
+  void CreateSandbox(Request& req, Responder& res);
+  void ListSandboxes(Request& req, Responder& res);
+  void GetSandbox(Request& req, Responder& res, const std::string& id);
+  void DeleteSandbox(Request& req, Responder& res, const std::string& id);
+  void SetTimeout(Request& req, Responder& res, const std::string& id);
+  void GetOperation(Request& req, Responder& res, const std::string& id);
+  void ListAudit(Request& req, Responder& res);
+  void Templates(Request& req, Responder& res, const std::string& name);
+  void Metrics(Request& req, Responder& res);
+  // Processes (api_processes.cc)
+  void Exec(Request& req, Responder& res, const std::string& id);
+  void StartProcess(Request& req, Responder& res, const std::string& id);
+  void ListProcesses(Request& req, Responder& res, const std::string& id);
+  void ProcessCall(Request& req, Responder& res, const std::string& id, const std::string& pid,
+                   const std::string& action);
+  void Commands(Request& req, Responder& res, const std::string& id);
+  // Files (api_files.cc)
+  void Files(Request& req, Responder& res, const std::string& id, const std::string& action);
+
+  node::Node* const node_;
+  std::mutex mu_;
+  std::map<std::string, std::string> key_cache_;  // sha256(key) -> team; GUARDED_BY(mu_)
+};
+
+// JSON renderings shared by handlers.
+nlohmann::json SandboxJson(const store::SandboxRecord& r);
+nlohmann::json OperationJson(const store::OperationRecord& r);
+
+}  // namespace space::api

@@ -1,0 +1,235 @@
+// Sandboxes, operations, audit, templates and metrics.
+#include <nlohmann/json.hpp>
+
+#include "api/api.h"
+#include "api/validate.h"
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace space::api {
+namespace {
+
+constexpr int64_t kWaitMs = 180000;           // ?wait=true gives up after this (base builds take ~80 s)
+constexpr int64_t kMaxSandboxTimeoutS = 7 * 86400;
+
+bool WantsWait(const Request& req) { return req.Query("wait") == "true" || req.Query("wait") == "1"; }
+
+Result<node::CreateRequest> ParseCreate(const Request& req) {
+  ASSIGN_OR_RETURN(nlohmann::json b, ParseObject(req.body));
+  RETURN_IF_ERROR(CheckKnownFields(b, {"template", "runtime", "cpus", "memory_mb", "disk_mb", "timeout_s", "on_timeout",
+                                       "env", "metadata", "credentials", "from_snapshot"}));
+  node::CreateRequest c;
+  c.team = req.team;
+  c.received_mono_ns = req.received_mono_ns;
+  ASSIGN_OR_RETURN(c.template_name, GetString(b, "template", "base", 63));
+  if (!IsTemplateName(c.template_name)) return InvalidArgument("template name '" + c.template_name + "' is not valid");
+  ASSIGN_OR_RETURN(std::string runtime, GetString(b, "runtime", "ns", 16));
+  if (runtime == "vm") return InvalidArgument("runtime 'vm' is not available on this node yet; use 'ns'");
+  if (runtime != "ns") return InvalidArgument("runtime must be 'ns' or 'vm'");
+  ASSIGN_OR_RETURN(c.cpus, GetNumber(b, "cpus", 1, 0.05, 64));
+  ASSIGN_OR_RETURN(c.memory_mb, GetInt(b, "memory_mb", 512, 16, 262144));
+  ASSIGN_OR_RETURN(c.disk_mb, GetInt(b, "disk_mb", 2048, 16, 16 << 20));
+  ASSIGN_OR_RETURN(c.timeout_s, GetInt(b, "timeout_s", 300, 1, kMaxSandboxTimeoutS));
+  ASSIGN_OR_RETURN(c.on_timeout, GetString(b, "on_timeout", "destroy", 16));
+  if (c.on_timeout == "suspend") {
+    return InvalidArgument("on_timeout 'suspend' needs suspend support, which this server does not have yet");
+  }
+  if (c.on_timeout != "destroy") return InvalidArgument("on_timeout must be 'destroy' or 'suspend'");
+  ASSIGN_OR_RETURN(c.env, GetStringMap(b, "env", 256, 256, 32768, IsEnvName));
+  ASSIGN_OR_RETURN(c.metadata, GetStringMap(b, "metadata", 64, 64, 512, IsMetadataKey));
+  ASSIGN_OR_RETURN(auto creds, GetStringList(b, "credentials", 32, 64));
+  if (!creds.empty()) return InvalidArgument("credentials are not supported by this server yet");
+  ASSIGN_OR_RETURN(std::string snap, GetString(b, "from_snapshot", "", 80));
+  if (!snap.empty()) return InvalidArgument("from_snapshot is not supported by this server yet");
+  if (!req.Header("x-space-egress-profile").empty()) {
+    // Refused rather than ignored: a caller asking for egress must not silently get none.
+    return InvalidArgument("egress profiles are not supported by this server yet; sandboxes have no network egress");
+  }
+  return c;
+}
+
+}  // namespace
+
+void Api::CreateSandbox(Request& req, Responder& res) {
+  auto parsed = ParseCreate(req);
+  if (!parsed.ok()) return res.SendError(parsed.status());
+  auto created = node_->Create(*parsed);
+  if (!created.ok()) return res.SendError(created.status());
+  auto& [rec, op] = *created;
+  if (!WantsWait(req)) return res.SendJson(202, {{"sandbox", SandboxJson(rec)}, {"operation", OperationJson(op)}});
+  auto done = node_->WaitOperation(req.team, op.id, kWaitMs);
+  if (!done.ok()) return res.SendError(done.status());
+  auto sbx = node_->Get(req.team, rec.id);
+  if (!sbx.ok()) return res.SendError(sbx.status());
+  if (done->state == "succeeded") return res.SendJson(201, {{"sandbox", SandboxJson(*sbx)}});
+  if (done->state == "failed") {
+    return res.SendJson(500, {{"code", "internal"},
+                              {"message", "sandbox " + rec.id + " failed to start: " + done->error},
+                              {"sandbox", SandboxJson(*sbx)}});
+  }
+  res.SendJson(202, {{"sandbox", SandboxJson(*sbx)}, {"operation", OperationJson(*done)}});
+}
+
+void Api::ListSandboxes(Request& req, Responder& res) {
+  store::SandboxFilter f;
+  f.team = req.team;
+  if (req.HasQuery("state")) f.state = req.Query("state");
+  auto limit = GetInt(nlohmann::json{{"limit", req.HasQuery("limit") ? std::strtoll(req.Query("limit").c_str(), nullptr, 10) : 100}},
+                      "limit", 100, 1, 1000);
+  if (!limit.ok()) return res.SendError(limit.status());
+  std::vector<std::pair<std::string, std::string>> meta;
+  for (const auto& [k, v] : req.query) {
+    if (k.rfind("metadata.", 0) == 0) meta.emplace_back(k.substr(9), v);
+  }
+  f.after_id = req.Query("page_token");
+  // Metadata filters are applied here, so page through the store until the page is full.
+  nlohmann::json out = nlohmann::json::array();
+  std::string next;
+  f.limit = 200;
+  for (;;) {
+    auto page = node_->List(f);
+    if (!page.ok()) return res.SendError(page.status());
+    for (const auto& r : *page) {
+      auto md = nlohmann::json::parse(r.metadata_json, nullptr, false);
+      bool match = true;
+      for (const auto& [k, v] : meta) {
+        if (!md.is_object() || !md.contains(k) || md[k] != v) match = false;
+      }
+      f.after_id = r.id;
+      if (!match) continue;
+      out.push_back(SandboxJson(r));
+      if (static_cast<int64_t>(out.size()) == *limit) break;
+    }
+    if (static_cast<int64_t>(out.size()) == *limit) {
+      next = f.after_id;
+      break;
+    }
+    if (static_cast<int>(page->size()) < f.limit) break;
+  }
+  res.SendJson(200, {{"sandboxes", out}, {"next_page_token", next.empty() ? nlohmann::json(nullptr) : nlohmann::json(next)}});
+}
+
+void Api::GetSandbox(Request& req, Responder& res, const std::string& id) {
+  auto rec = node_->Get(req.team, id);
+  if (!rec.ok()) return res.SendError(rec.status());
+  res.SendJson(200, SandboxJson(*rec));
+}
+
+void Api::DeleteSandbox(Request& req, Responder& res, const std::string& id) {
+  auto op = node_->Destroy(req.team, id);
+  if (!op.ok()) return res.SendError(op.status());
+  if (!WantsWait(req)) return res.SendJson(202, OperationJson(*op));
+  auto done = node_->WaitOperation(req.team, op->id, kWaitMs);
+  if (!done.ok()) return res.SendError(done.status());
+  if (done->state == "succeeded") return res.Send(204, "application/json", "");
+  res.SendJson(done->state == "failed" ? 500 : 202, OperationJson(*done));
+}
+
+void Api::SetTimeout(Request& req, Responder& res, const std::string& id) {
+  auto b = ParseObject(req.body);
+  if (!b.ok()) return res.SendError(b.status());
+  if (Status st = CheckKnownFields(*b, {"timeout_s"}); !st.ok()) return res.SendError(st);
+  if (!b->contains("timeout_s")) return res.SendError(InvalidArgument("field 'timeout_s' is required"));
+  auto t = GetInt(*b, "timeout_s", 0, 1, kMaxSandboxTimeoutS);
+  if (!t.ok()) return res.SendError(t.status());
+  auto rec = node_->SetTimeout(req.team, id, *t);
+  if (!rec.ok()) return res.SendError(rec.status());
+  res.SendJson(200, SandboxJson(*rec));
+}
+
+void Api::GetOperation(Request& req, Responder& res, const std::string& id) {
+  if (!IsId(id, "op")) return res.SendError(NotFound("operation " + id.substr(0, 80) + " not found"));
+  auto op = WantsWait(req) ? node_->WaitOperation(req.team, id, kWaitMs) : node_->GetOperation(req.team, id);
+  if (!op.ok()) return res.SendError(op.status());
+  res.SendJson(200, OperationJson(*op));
+}
+
+void Api::ListAudit(Request& req, Responder& res) {
+  store::AuditFilter f;
+  f.team = req.team;
+  f.sandbox = req.Query("sandbox");
+  f.kind = req.Query("kind");
+  if (!f.kind.empty() && f.kind != "lifecycle" && f.kind != "exec" && f.kind != "egress" && f.kind != "credential") {
+    return res.SendError(InvalidArgument("kind must be lifecycle, exec, egress or credential"));
+  }
+  f.limit = 500;
+  auto events = node_->Audit(f);
+  if (!events.ok()) return res.SendError(events.status());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : *events) {
+    auto detail = nlohmann::json::parse(e.detail_json, nullptr, false);
+    out.push_back({{"seq", e.seq},
+                   {"time", FormatRfc3339(e.ts_ms)},
+                   {"sandbox", e.sandbox},
+                   {"kind", e.kind},
+                   {"action", e.action},
+                   {"detail", detail.is_discarded() ? nlohmann::json::object() : detail}});
+  }
+  res.SendJson(200, {{"events", out}});
+}
+
+namespace {
+nlohmann::json TemplateJson(const storage::TemplateInfo& t) {
+  return {{"name", t.name},
+          {"digest", t.digest},
+          {"size_bytes", t.size_bytes},
+          {"created_at", FormatRfc3339(t.created_at_ms)}};
+}
+}  // namespace
+
+void Api::Templates(Request& req, Responder& res, const std::string& name) {
+  if (req.method == "GET" && name.empty()) {
+    auto list = node_->ListTemplates();
+    if (!list.ok()) return res.SendError(list.status());
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : *list) out.push_back(TemplateJson(t));
+    return res.SendJson(200, {{"templates", out}});
+  }
+  if (req.method == "GET") {
+    if (!IsTemplateName(name)) return res.SendError(NotFound("template not found"));
+    auto t = node_->GetTemplate(name);
+    if (!t.ok()) return res.SendError(t.status());
+    return res.SendJson(200, TemplateJson(*t));
+  }
+  if (req.method != "POST" || !name.empty()) return res.SendError(NotFound("no route for " + req.method + " " + req.path));
+  // POST /v1/templates {"name": "base"} builds a built-in; {"name", "source": "/dir|tarball"}
+  // imports a tree from the server's filesystem. Progress streams as SSE when asked for.
+  if (req.team != "default") return res.SendError(PermissionDenied("only the admin team may build templates"));
+  auto b = ParseObject(req.body);
+  if (!b.ok()) return res.SendError(b.status());
+  if (Status st = CheckKnownFields(*b, {"name", "source"}); !st.ok()) return res.SendError(st);
+  auto tname = GetString(*b, "name", "", 63);
+  auto source = GetString(*b, "source", "", 4096);
+  if (!tname.ok()) return res.SendError(tname.status());
+  if (!source.ok()) return res.SendError(source.status());
+  if (!IsTemplateName(*tname)) return res.SendError(InvalidArgument("field 'name' must be a valid template name"));
+  bool sse = req.Header("accept").find("text/event-stream") != std::string::npos;
+  bool client_gone = false;
+  auto progress = [&](const std::string& line) {
+    LogInfo("template " + *tname, line);
+    if (sse && !client_gone) {
+      client_gone = !res.Write("event: progress\ndata: " + nlohmann::json{{"line", line}}.dump(-1, ' ', false,
+                                   nlohmann::json::error_handler_t::replace) + "\n\n").ok();
+    }
+  };
+  if (sse && !res.StartStream(200, "text/event-stream").ok()) return;
+  auto t = source->empty() ? node_->BuildTemplate(*tname, progress) : node_->ImportTemplate(*tname, *source, progress);
+  if (!sse) {
+    if (!t.ok()) return res.SendError(t.status());
+    return res.SendJson(201, TemplateJson(*t));
+  }
+  nlohmann::json ev = t.ok() ? TemplateJson(*t)
+                             : nlohmann::json{{"code", std::string(StatusCodeWord(t.status().code()))},
+                                              {"message", t.status().message()}};
+  (void)res.Write(std::string("event: ") + (t.ok() ? "done" : "error") + "\ndata: " + ev.dump() + "\n\n");
+}
+
+void Api::Metrics(Request& req, Responder& res) {
+  (void)req;
+  std::string out;
+  out += "# HELP space_sandboxes_live Sandboxes booted on this node.\n# TYPE space_sandboxes_live gauge\n";
+  out += "space_sandboxes_live " + std::to_string(node_->live_count()) + "\n";
+  res.Send(200, "text/plain; version=0.0.4", out);
+}
+
+}  // namespace space::api

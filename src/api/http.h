@@ -1,0 +1,52 @@
+// Minimal HTTP types shared by the server and the route handlers: a parsed request and a
+// responder that sends one whole response or a stream (server-sent events).
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace space::api {
+
+struct Request {
+  std::string method;                          // "GET", ...
+  std::string path;                            // decoded path, no query
+  std::multimap<std::string, std::string> query;  // decoded
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::string team;                            // set once authenticated
+  int64_t received_mono_ns = 0;
+
+  // The first value of query parameter `name`, or "".
+  std::string Query(const std::string& name) const;
+  bool HasQuery(const std::string& name) const { return query.count(name) > 0; }
+  std::string Header(const std::string& lower_name) const;
+};
+
+// Sends the answer to one request. Exactly one of Send / (StartStream, Write*) per request.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  virtual void Send(int status, std::string_view content_type, std::string body) = 0;
+  // Starts a streamed response (no Content-Length; the connection closes at the end).
+  virtual Status StartStream(int status, std::string_view content_type) = 0;
+  // Writes stream bytes; fails once the client went away.
+  virtual Status Write(std::string_view data) = 0;
+
+  // Invalid UTF-8 from a sandbox is replaced (U+FFFD), never a reason to fail the response.
+  void SendJson(int status, const nlohmann::json& body) {
+    Send(status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  void SendError(const Status& st) {
+    SendJson(StatusCodeHttp(st.code()), {{"code", std::string(StatusCodeWord(st.code()))}, {"message", st.message()}});
+  }
+};
+
+// Decodes %XX and '+' (in queries). Fails on malformed escapes and NUL bytes.
+Result<std::string> UrlDecode(std::string_view s, bool plus_is_space);
+
+}  // namespace space::api

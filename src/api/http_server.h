@@ -1,0 +1,53 @@
+// HttpServer: HTTP/1.1 over Boost.Beast, one thread per connection (bounded), keep-alive,
+// bounded headers and bodies. Hands each parsed request to a handler with a Responder.
+//
+// Owned by the `space` binary. Start/Stop from one thread; handlers run concurrently.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "api/http.h"
+#include "common/result.h"
+
+namespace space::api {
+
+using Handler = std::function<void(Request&, Responder&)>;
+
+struct HttpServerConfig {
+  std::string address = "127.0.0.1";
+  uint16_t port = 7722;            // 0: pick a free port
+  size_t max_body_bytes = (100u << 20) + 4096;
+  size_t max_header_bytes = 64 * 1024;
+  int max_connections = 512;
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerConfig config, Handler handler);
+  ~HttpServer();
+
+  // Binds and starts accepting. Returns the bound port.
+  Result<uint16_t> Start();
+  void Stop();
+
+ private:
+  void AcceptLoop();
+  void Serve(boost::asio::ip::tcp::socket socket);
+
+  const HttpServerConfig config_;
+  const Handler handler_;
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::thread accept_thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
+};
+
+}  // namespace space::api

@@ -1,0 +1,50 @@
+// Client: the CLI's HTTP/1.1 client for the v1 API (Boost.Beast, synchronous). Reads
+// SPACE_URL and SPACE_API_KEY. Thread-compatible.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace space::cli {
+
+struct Response {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+// One server-sent event.
+struct SseEvent {
+  std::string name;
+  std::string data;
+};
+
+class Client {
+ public:
+  // From SPACE_URL (default http://127.0.0.1:7722) and SPACE_API_KEY (default: the key file
+  // of the default data dir, when readable).
+  static Result<Client> FromEnv();
+  Client(std::string host, std::string port, std::string key)
+      : host_(std::move(host)), port_(std::move(port)), key_(std::move(key)) {}
+
+  Result<Response> Call(const std::string& method, const std::string& target, const std::string& body = "",
+                        const std::string& content_type = "application/json");
+  // Calls and reads a text/event-stream response, handing each event to `on_event`.
+  Status Stream(const std::string& method, const std::string& target, const std::string& body,
+                const std::function<void(const SseEvent&)>& on_event);
+
+ private:
+  std::string host_, port_, key_;
+};
+
+// The API error in a response, as a Status ("not_found: sandbox ... not found").
+Status ResponseError(const Response& r);
+// Percent-encodes a query value.
+std::string UrlEncode(const std::string& s);
+
+}  // namespace space::cli

@@ -1,0 +1,233 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "api/encoding.h"
+#include "cli/client.h"
+#include "cli/dev.h"
+#include "common/syscall.h"
+
+namespace space::cli {
+namespace {
+
+int Fail(const Status& st) {
+  std::cerr << "space: " << st.message() << "\n";
+  return 1;
+}
+
+// Runs a call and prints the JSON body (or a human summary via `human`), returning the exit code.
+int PrintCall(Client& c, const std::string& method, const std::string& target, const std::string& body, bool json,
+              const std::function<void(const nlohmann::json&)>& human) {
+  auto r = c.Call(method, target, body);
+  if (!r.ok()) return Fail(r.status());
+  if (r->status >= 300) return Fail(ResponseError(*r));
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (json || !human) {
+    std::cout << (j.is_discarded() ? r->body : j.dump(2)) << "\n";
+  } else {
+    human(j);
+  }
+  return 0;
+}
+
+std::map<std::string, std::string> ParsePairs(const std::vector<std::string>& pairs) {
+  std::map<std::string, std::string> m;
+  for (const auto& p : pairs) {
+    size_t eq = p.find('=');
+    if (eq == std::string::npos) {
+      m[p] = "";
+    } else {
+      m[p.substr(0, eq)] = p.substr(eq + 1);
+    }
+  }
+  return m;
+}
+
+// "sbx_x:/path" -> {"sbx_x", "/path"}; a local path -> {"", path}.
+std::pair<std::string, std::string> SplitRemote(const std::string& s) {
+  size_t colon = s.find(':');
+  if (s.rfind("sbx_", 0) == 0 && colon != std::string::npos) return {s.substr(0, colon), s.substr(colon + 1)};
+  return {"", s};
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  CLI::App app{"SPACE: sandboxes for agentic code execution"};
+  app.require_subcommand(1);
+  bool json = false;
+  app.add_flag("--json", json, "machine-readable output");
+
+  DevOptions dev;
+  auto* dev_cmd = app.add_subcommand("dev", "run the all-in-one server on this machine");
+  dev_cmd->add_option("--listen", dev.listen, "ADDR:PORT (port 0 picks a free one)");
+  dev_cmd->add_option("--data-dir", dev.data_dir, "state directory");
+  dev_cmd->add_option("--guest", dev.guest_binary, "path of the static spaced binary");
+  dev_cmd->add_flag("--overlay", dev.force_overlay, "use overlayfs instead of btrfs for sandbox roots");
+
+  std::string tmpl = "base", id, src, dst, name;
+  int64_t timeout = 0;
+  std::vector<std::string> env, meta, cmd;
+  bool no_wait = false;
+  auto* create = app.add_subcommand("create", "create a sandbox and print its id");
+  create->add_option("--template,-t", tmpl, "template name");
+  create->add_option("--timeout", timeout, "seconds until the sandbox is destroyed");
+  create->add_option("--env,-e", env, "K=V environment for every process");
+  create->add_option("--metadata,-m", meta, "k=v metadata");
+  create->add_flag("--no-wait", no_wait, "return once accepted, before it runs");
+
+  auto* ls = app.add_subcommand("ls", "list sandboxes");
+  auto* inspect = app.add_subcommand("inspect", "show a sandbox");
+  inspect->add_option("id", id)->required();
+  auto* rm = app.add_subcommand("rm", "destroy a sandbox");
+  rm->add_option("id", id)->required();
+  auto* logs = app.add_subcommand("logs", "list the commands run in a sandbox");
+  logs->add_option("id", id)->required();
+
+  std::string user, cwd;
+  auto* exec = app.add_subcommand("exec", "run a command in a sandbox, streaming its output");
+  exec->add_option("id", id)->required();
+  exec->add_option("--user,-u", user, "user to run as (default root)");
+  exec->add_option("--cwd,-w", cwd, "working directory");
+  exec->add_option("--env,-e", env, "K=V");
+  exec->add_option("--timeout", timeout, "seconds before the command is killed");
+  exec->add_option("cmd", cmd, "command and arguments (after --)")->required();
+
+  auto* cp = app.add_subcommand("cp", "copy a file into or out of a sandbox (ID:/path)");
+  cp->add_option("src", src)->required();
+  cp->add_option("dst", dst)->required();
+
+  auto* tpl = app.add_subcommand("template", "manage templates");
+  tpl->require_subcommand(1);
+  auto* tpl_ls = tpl->add_subcommand("ls", "list templates");
+  auto* tpl_build = tpl->add_subcommand("build", "build a built-in template (base, busybox), with progress");
+  tpl_build->add_option("name", name)->required();
+  auto* tpl_import = tpl->add_subcommand("import", "import a directory or tarball (path on the server) as a template");
+  tpl_import->add_option("source", src)->required();
+  tpl_import->add_option("name", name)->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (dev_cmd->parsed()) return RunDev(dev);
+
+  auto client = Client::FromEnv();
+  if (!client.ok()) return Fail(client.status());
+  Client& c = *client;
+
+  if (create->parsed()) {
+    nlohmann::json body = {{"template", tmpl}};
+    if (timeout > 0) body["timeout_s"] = timeout;
+    if (!env.empty()) body["env"] = ParsePairs(env);
+    if (!meta.empty()) body["metadata"] = ParsePairs(meta);
+    return PrintCall(c, "POST", no_wait ? "/v1/sandboxes" : "/v1/sandboxes?wait=true", body.dump(), json,
+                     [](const nlohmann::json& j) { std::cout << j["sandbox"].value("id", "") << "\n"; });
+  }
+  if (ls->parsed()) {
+    return PrintCall(c, "GET", "/v1/sandboxes", "", json, [](const nlohmann::json& j) {
+      std::printf("%-28s %-10s %-10s %s\n", "ID", "STATE", "TEMPLATE", "CREATED");
+      for (const auto& s : j["sandboxes"]) {
+        std::printf("%-28s %-10s %-10s %s\n", s.value("id", "").c_str(), s.value("state", "").c_str(),
+                    s.value("template", "").c_str(), s.value("created_at", "").c_str());
+      }
+    });
+  }
+  if (inspect->parsed()) return PrintCall(c, "GET", "/v1/sandboxes/" + UrlEncode(id), "", true, nullptr);
+  if (rm->parsed()) {
+    return PrintCall(c, "DELETE", "/v1/sandboxes/" + UrlEncode(id) + "?wait=true", "", json, [](const nlohmann::json&) {});
+  }
+  if (logs->parsed()) {
+    return PrintCall(c, "GET", "/v1/sandboxes/" + UrlEncode(id) + "/commands", "", json, [](const nlohmann::json& j) {
+      for (const auto& cmd : j["commands"]) {
+        std::string line;
+        for (const auto& a : cmd["cmd"]) line += (line.empty() ? "" : " ") + a.get<std::string>();
+        std::printf("%s %s exit=%s %s\n", cmd.value("started_at", "").c_str(), cmd.value("pid", "").c_str(),
+                    cmd["exit_code"].is_null() ? "-" : std::to_string(cmd["exit_code"].get<int>()).c_str(), line.c_str());
+      }
+    });
+  }
+  if (exec->parsed()) {
+    nlohmann::json body = {{"cmd", cmd}};
+    if (!user.empty()) body["user"] = user;
+    if (!cwd.empty()) body["cwd"] = cwd;
+    if (!env.empty()) body["env"] = ParsePairs(env);
+    if (timeout > 0) body["timeout_s"] = timeout;
+    if (!::isatty(STDIN_FILENO)) {
+      std::stringstream in;
+      in << std::cin.rdbuf();
+      if (!in.str().empty()) body["stdin_b64"] = api::Base64Encode(in.str());
+    }
+    int code = 1;
+    Status st = c.Stream("POST", "/v1/sandboxes/" + UrlEncode(id) + "/exec", body.dump(), [&](const SseEvent& ev) {
+      auto d = nlohmann::json::parse(ev.data, nullptr, false);
+      if (!d.is_object()) return;
+      FILE* out = ev.name == "stderr" ? stderr : stdout;
+      if (ev.name == "stdout" || ev.name == "stderr") {
+        std::string bytes = d.value("data", "");
+        if (d.contains("data_b64")) bytes = api::Base64Decode(d.value("data_b64", "")).value();
+        std::fwrite(bytes.data(), 1, bytes.size(), out);
+        std::fflush(out);
+      } else if (ev.name == "exit") {
+        if (d["exit_code"].is_number_integer()) code = d["exit_code"].get<int>();
+        else code = 128 + 9;
+        if (d.value("timed_out", false)) std::cerr << "space: command timed out\n";
+      } else if (ev.name == "error") {
+        std::cerr << "space: " << d.value("message", "") << "\n";
+      }
+    });
+    if (!st.ok()) return Fail(st);
+    return code;
+  }
+  if (cp->parsed()) {
+    auto [sid, spath] = SplitRemote(src);
+    auto [did, dpath] = SplitRemote(dst);
+    if (sid.empty() == did.empty()) return Fail(InvalidArgument("exactly one side of cp must be ID:/path"));
+    if (!sid.empty()) {
+      auto r = c.Call("GET", "/v1/sandboxes/" + UrlEncode(sid) + "/files?path=" + UrlEncode(spath));
+      if (!r.ok()) return Fail(r.status());
+      if (r->status >= 300) return Fail(ResponseError(*r));
+      if (Status st = WriteFileAtomic(dpath, r->body, 0644); !st.ok()) return Fail(st);
+      return 0;
+    }
+    auto data = ReadFileToString(spath, 100u << 20);
+    if (!data.ok()) return Fail(data.status());
+    if (!dpath.empty() && dpath.back() == '/') dpath += spath.substr(spath.rfind('/') + 1);
+    auto r = c.Call("PUT", "/v1/sandboxes/" + UrlEncode(did) + "/files?path=" + UrlEncode(dpath), *data,
+                    "application/octet-stream");
+    if (!r.ok()) return Fail(r.status());
+    if (r->status >= 300) return Fail(ResponseError(*r));
+    return 0;
+  }
+  if (tpl_ls->parsed()) {
+    return PrintCall(c, "GET", "/v1/templates", "", json, [](const nlohmann::json& j) {
+      for (const auto& t : j["templates"]) {
+        std::printf("%-16s %s %12llu\n", t.value("name", "").c_str(), t.value("digest", "").c_str(),
+                    static_cast<unsigned long long>(t.value("size_bytes", uint64_t{0})));
+      }
+    });
+  }
+  if (tpl_build->parsed() || tpl_import->parsed()) {
+    nlohmann::json body = {{"name", name}};
+    if (tpl_import->parsed()) body["source"] = src;
+    int code = 0;
+    Status st = c.Stream("POST", "/v1/templates", body.dump(), [&](const SseEvent& ev) {
+      auto d = nlohmann::json::parse(ev.data, nullptr, false);
+      if (!d.is_object()) return;
+      if (ev.name == "progress") std::cerr << d.value("line", "") << "\n";
+      if (ev.name == "done") std::cout << d.value("name", "") << " " << d.value("digest", "") << "\n";
+      if (ev.name == "error") {
+        std::cerr << "space: " << d.value("message", "") << "\n";
+        code = 1;
+      }
+    });
+    if (!st.ok()) return Fail(st);
+    return code;
+  }
+  return 2;
+}
+
+}  // namespace space::cli

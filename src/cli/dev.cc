@@ -1,0 +1,108 @@
+#include "cli/dev.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "api/api.h"
+#include "api/http_server.h"
+#include "common/log.h"
+#include "common/syscall.h"
+#include "node/node.h"
+#include "store/store.h"
+
+namespace space::cli {
+namespace {
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+// Many sandboxes mean many channel fds and uid-slot locks.
+void RaiseFdLimit() {
+  rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+}  // namespace
+
+int RunDev(const DevOptions& options) {
+  if (::geteuid() != 0) {
+    std::cerr << "space dev: must run as root (it creates namespaces, cgroups and the storage pool)\n";
+    return 1;
+  }
+  size_t colon = options.listen.rfind(':');
+  if (colon == std::string::npos) {
+    std::cerr << "space dev: --listen must be ADDR:PORT\n";
+    return 2;
+  }
+  api::HttpServerConfig hc;
+  hc.address = options.listen.substr(0, colon);
+  long port = std::strtol(options.listen.c_str() + colon + 1, nullptr, 10);
+  if (port < 0 || port > 65535) {
+    std::cerr << "space dev: bad port in --listen\n";
+    return 2;
+  }
+  hc.port = static_cast<uint16_t>(port);
+  RaiseFdLimit();
+  // Writes to a client that went away must fail with EPIPE, not kill the server.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  if (Status st = MakeDirs(options.data_dir, 0700); !st.ok()) {
+    std::cerr << "space dev: " << st.ToString() << "\n";
+    return 1;
+  }
+  auto store = store::OpenSqliteStore(options.data_dir + "/state.db");
+  if (!store.ok()) {
+    std::cerr << "space dev: " << store.status().ToString() << "\n";
+    return 1;
+  }
+  std::string key_path = options.data_dir + "/api-key";
+  if (Status st = api::Api::EnsureAdminKey(store->get(), key_path); !st.ok()) {
+    std::cerr << "space dev: " << st.ToString() << "\n";
+    return 1;
+  }
+  node::NodeConfig nc;
+  nc.data_dir = options.data_dir;
+  nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
+  nc.force_overlay = options.force_overlay;
+  // Signals are taken synchronously by this thread; every other thread inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  auto node = node::Node::Start(nc, store->get());
+  if (!node.ok()) {
+    std::cerr << "space dev: " << node.status().ToString() << "\n";
+    return 1;
+  }
+  api::Api api(node->get());
+  api::HttpServer server(hc, [&api](api::Request& req, api::Responder& res) { api.Handle(req, res); });
+  auto bound = server.Start();
+  if (!bound.ok()) {
+    std::cerr << "space dev: " << bound.status().ToString() << "\n";
+    return 1;
+  }
+  std::printf("SPACE listening on http://%s:%u\nAPI key in %s\n", hc.address.c_str(), *bound, key_path.c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  LogInfo("dev", "shutting down");
+  server.Stop();
+  (*node)->Stop();
+  return 0;
+}
+
+}  // namespace space::cli

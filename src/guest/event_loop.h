@@ -1,0 +1,132 @@
+// GuestDaemon: spaced's single-threaded epoll loop serving the node over the channel.
+//
+// Owns the channel, every process it started (with their pipes), and every file stream.
+// Watches the channel, child output pipes, child stdin pipes with pending input, a
+// signalfd for SIGCHLD and a timerfd for exec deadlines and exit grace periods. As PID 1
+// it reaps every zombie in the sandbox, ours or orphaned. Output to the node goes through
+// a bounded outbox; when the node reads slowly, child pipes and file reads pause
+// (backpressure) instead of buffering without limit. Not thread-safe: one thread runs it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "guest/exec.h"
+#include "guest/files.h"
+#include "guest/protocol.h"
+
+namespace space::guest {
+
+class GuestDaemon {
+ public:
+  // Takes the channel (any fd flags) and blocks SIGCHLD in the calling thread.
+  static Result<std::unique_ptr<GuestDaemon>> Create(UniqueFd channel, ExecContext ctx);
+  // Kills the process groups it started that are still running.
+  ~GuestDaemon();
+  GuestDaemon(const GuestDaemon&) = delete;
+  GuestDaemon& operator=(const GuestDaemon&) = delete;
+
+  // Sends kHello and serves until the channel ends: Ok on EOF, an error when the channel
+  // fails or the node sends an invalid frame (the sandbox should then die).
+  Status Run();
+
+ private:
+  enum class Source : uint8_t { kChannel, kSignal, kTimer, kStdout, kStderr, kStdin };
+  struct Watch {
+    Source source;
+    uint32_t stream;
+  };
+  // An fd and its epoll registration (token 0: not registered).
+  struct WatchedFd {
+    UniqueFd fd;
+    uint64_t token = 0;
+  };
+  struct Process {
+    pid_t pid = -1;
+    WatchedFd in, out, err;
+    std::string stdin_pending;
+    bool close_stdin_when_flushed = false;
+    bool exited = false;
+    int wait_status = 0;
+    bool timed_out = false;
+    int64_t deadline_ns = 0;   // 0: none
+    int64_t grace_end_ns = 0;  // set at exit: stop waiting for pipes held by grandchildren
+  };
+  struct Download {
+    UniqueFd fd;
+    std::string path;
+  };
+
+  GuestDaemon(UniqueFd channel, ExecContext ctx);
+  Status Init();
+
+  // epoll registration.
+  uint64_t AddWatch(int fd, uint32_t events, Source source, uint32_t stream);
+  void RemoveWatch(WatchedFd& w);
+  void Dispatch(const Watch& w, uint32_t events);
+
+  // The channel.
+  void ReadChannel();
+  void HandleFrame(Frame& f);
+  void Send(FrameType type, uint32_t stream, std::string_view payload);
+  void SendError(uint32_t stream, const Status& status);
+  void FlushOutbox();
+  void SetChannelWritable(bool want);
+  void UpdateBackpressure();
+  void Stop(Status status);
+  bool CanOpenStream(uint32_t stream, std::string_view what);
+
+  // Processes.
+  void StartExec(const Frame& f);
+  void WriteStdin(const Frame& f);
+  void SignalProcess(const Frame& f);
+  void FlushStdin(Process& p, uint32_t stream);
+  void CloseStdin(Process& p);
+  void ReadOutput(uint32_t stream, Source source);
+  void ReapChildren();
+  void CheckDeadlines();
+  void MaybeFinish(uint32_t stream);
+  void FinishProcess(uint32_t stream);
+  void ArmTimer();
+
+  // Files.
+  void StartFileOp(const Frame& f);
+  void ReceiveUploadChunk(const Frame& f);
+  void PumpDownloads();
+
+  UniqueFd channel_;
+  ExecContext ctx_;
+  UniqueFd epoll_;
+  UniqueFd signal_fd_;
+  UniqueFd timer_fd_;
+  uint64_t channel_token_ = 0;
+  bool channel_wants_out_ = false;
+  int64_t timer_armed_ns_ = 0;
+
+  std::unordered_map<uint64_t, Watch> watches_;
+  uint64_t next_token_ = 1;
+
+  FrameParser parser_;
+  std::deque<std::string> outbox_;
+  size_t outbox_offset_ = 0;  // bytes of outbox_.front() already sent
+  size_t outbox_bytes_ = 0;   // unsent bytes in total
+  bool paused_ = false;       // output reading paused for backpressure
+
+  std::map<uint32_t, Process> processes_;
+  std::unordered_map<pid_t, uint32_t> pid_streams_;
+  std::map<uint32_t, std::unique_ptr<FileWriter>> uploads_;
+  std::map<uint32_t, Download> downloads_;
+
+  bool done_ = false;
+  Status exit_status_;
+};
+
+}  // namespace space::guest

@@ -1,0 +1,60 @@
+// Process spawning for kExecStart: user resolution, environment, fork/exec with the
+// privilege drop, and the child's failure report.
+//
+// SpawnProcess forks; the caller must be single-threaded (spaced is), so the child may
+// use anything prepared before fork. Everything the child needs (argv, envp, candidate
+// paths, groups) is built in the parent; the child only makes syscalls. A failure in the
+// child before execve is sent back as {step, errno} over a CLOEXEC pipe and becomes the
+// returned Status. Stateless.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "guest/exec_request.h"
+#include "guest/passwd.h"
+
+namespace space::guest {
+
+inline constexpr std::string_view kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// Where spawned processes come from: the sandbox's account files and spaced's own
+// environment (the node passes sandbox-wide variables there).
+struct ExecContext {
+  std::string passwd_path = "/etc/passwd";
+  std::string group_path = "/etc/group";
+  std::vector<std::string> inherited_env;  // "K=V" entries
+};
+
+// A started process. The parent ends of its pipes are non-blocking and CLOEXEC; stdin_fd
+// is invalid when the request did not keep stdin. The process leads its own session and
+// process group (pgid == pid).
+struct SpawnedProcess {
+  pid_t pid = -1;
+  UniqueFd stdin_fd;
+  UniqueFd stdout_fd;
+  UniqueFd stderr_fd;
+};
+
+// Final environment, later sources winning: PATH/TERM/LANG defaults, then spaced's own
+// environment, then the user's identity (HOME, USER, LOGNAME, SHELL, which must describe
+// the user actually run), then the request's env. Sorted by name.
+std::vector<std::string> BuildEnvironment(const std::vector<std::string>& inherited, const UserEntry& user,
+                                          const std::vector<std::pair<std::string, std::string>>& overrides);
+
+// Paths execve is tried on, as execvp does: `cmd` itself when it contains '/', else each
+// PATH entry joined with it (an empty entry means the current directory).
+std::vector<std::string> ExecCandidates(const std::string& cmd, std::string_view path_var);
+
+// Resolves the user, forks, sets the child up and execs it. Returns once the child has
+// exec'd (or failed to: kNotFound for a missing binary or cwd, kPermissionDenied for
+// EACCES, ...).
+Result<SpawnedProcess> SpawnProcess(const ExecRequest& req, const ExecContext& ctx);
+
+}  // namespace space::guest

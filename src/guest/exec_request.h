@@ -1,0 +1,43 @@
+// The validated form of a kExecStart request (see protocol.h for the JSON).
+//
+// ParseExecRequest is the only place that looks at the request JSON; everything after it
+// works on the typed ExecRequest. Stateless and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+
+namespace space::guest {
+
+inline constexpr size_t kMaxArgs = 4096;
+inline constexpr size_t kMaxArgBytes = 64 * 1024;
+inline constexpr size_t kMaxPathBytes = 4096;
+
+struct ExecRequest {
+  std::vector<std::string> cmd;                             // argv; cmd[0] is looked up in PATH
+  std::vector<std::pair<std::string, std::string>> env;     // overrides, in request order
+  std::optional<std::string> cwd;                           // absent: the user's home
+  std::string user = "root";                                // name or decimal uid
+  uint64_t timeout_ms = 0;                                  // 0: no deadline
+  bool keep_stdin = false;                                  // false: stdin reads EOF at once
+  // Accepted but not implemented yet: the process gets pipes, never a pty.
+  bool tty = false;
+};
+
+// Parses and strictly validates a kExecStart payload. Every failure is kInvalidArgument.
+// Unknown fields are ignored so that newer nodes can add optional ones; null means absent.
+Result<ExecRequest> ParseExecRequest(std::string_view payload);
+
+// True for a POSIX-ish environment variable name: [A-Za-z_][A-Za-z0-9_]*.
+bool IsValidEnvName(std::string_view name);
+
+// True for an absolute path of at most kMaxPathBytes without NUL bytes.
+bool IsValidAbsolutePath(std::string_view path);
+
+}  // namespace space::guest

@@ -1,0 +1,138 @@
+#include "guest/exec_request.h"
+
+#include <gtest/gtest.h>
+
+#include "guest/files.h"
+
+namespace space::guest {
+namespace {
+
+TEST(ParseExecRequestTest, Table) {
+  struct Case {
+    const char* name;
+    std::string json;
+    bool ok;
+  };
+  const std::string long_arg(kMaxArgBytes + 1, 'a');
+  std::string many_args = "{\"cmd\":[";
+  for (size_t i = 0; i <= kMaxArgs; ++i) many_args += std::string(i ? "," : "") + "\"a\"";
+  many_args += "]}";
+  const Case cases[] = {
+      {"minimal", R"({"cmd":["ls"]})", true},
+      {"full", R"({"cmd":["ls","-l"],"env":{"A":"1","_b2":""},"cwd":"/tmp","user":"user",
+                   "timeout_ms":5,"stdin":true,"tty":false})", true},
+      {"numeric user", R"({"cmd":["ls"],"user":1000})", true},
+      {"nulls are absent", R"({"cmd":["ls"],"env":null,"cwd":null,"user":null,"timeout_ms":null})", true},
+      {"unknown field", R"({"cmd":["ls"],"future":{"x":1}})", true},
+      {"not json", "cmd=ls", false},
+      {"truncated", R"({"cmd":["ls")", false},
+      {"array body", R"(["ls"])", false},
+      {"string body", R"("ls")", false},
+      {"empty", "", false},
+      {"no cmd", R"({})", false},
+      {"empty cmd", R"({"cmd":[]})", false},
+      {"cmd string", R"({"cmd":"ls"})", false},
+      {"cmd number entry", R"({"cmd":["ls",1]})", false},
+      {"cmd null entry", R"({"cmd":[null]})", false},
+      {"empty argv0", R"({"cmd":[""]})", false},
+      {"nul in arg", R"({"cmd":["ls","a\u0000b"]})", false},
+      {"arg too long", "{\"cmd\":[\"" + long_arg + "\"]}", false},
+      {"too many args", many_args, false},
+      {"env array", R"({"cmd":["ls"],"env":["A=1"]})", false},
+      {"env number value", R"({"cmd":["ls"],"env":{"A":1}})", false},
+      {"env key with =", R"({"cmd":["ls"],"env":{"A=B":"1"}})", false},
+      {"env key empty", R"({"cmd":["ls"],"env":{"":"1"}})", false},
+      {"env key digit first", R"({"cmd":["ls"],"env":{"1A":"1"}})", false},
+      {"env value nul", R"({"cmd":["ls"],"env":{"A":"\u0000"}})", false},
+      {"relative cwd", R"({"cmd":["ls"],"cwd":"tmp"})", false},
+      {"cwd number", R"({"cmd":["ls"],"cwd":5})", false},
+      {"negative timeout", R"({"cmd":["ls"],"timeout_ms":-1})", false},
+      {"float timeout", R"({"cmd":["ls"],"timeout_ms":1.5})", false},
+      {"string timeout", R"({"cmd":["ls"],"timeout_ms":"5"})", false},
+      {"stdin string", R"({"cmd":["ls"],"stdin":"yes"})", false},
+      {"user object", R"({"cmd":["ls"],"user":{}})", false},
+      {"user negative", R"({"cmd":["ls"],"user":-1})", false},
+      {"user empty", R"({"cmd":["ls"],"user":""})", false},
+      {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), false},
+      {"deep nesting in field", "{\"cmd\":[\"ls\"],\"x\":" + std::string(5000, '[') + std::string(5000, ']') + "}",
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = ParseExecRequest(c.json);
+    EXPECT_EQ(r.ok(), c.ok) << r.status().ToString();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(ParseExecRequestTest, Fields) {
+  auto r = ParseExecRequest(
+      R"({"cmd":["sh","-c","x"],"env":{"B":"2","A":"1"},"cwd":"/w","user":7,"timeout_ms":99,"stdin":true})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cmd, (std::vector<std::string>{"sh", "-c", "x"}));
+  EXPECT_EQ(r->env.size(), 2u);
+  EXPECT_EQ(r->cwd, "/w");
+  EXPECT_EQ(r->user, "7");
+  EXPECT_EQ(r->timeout_ms, 99u);
+  EXPECT_TRUE(r->keep_stdin);
+  auto d = ParseExecRequest(R"({"cmd":["ls"]})");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->user, "root");
+  EXPECT_FALSE(d->keep_stdin);
+  EXPECT_FALSE(d->cwd.has_value());
+}
+
+TEST(IsValidEnvNameTest, Table) {
+  const std::pair<const char*, bool> cases[] = {{"PATH", true}, {"_", true},   {"a1_B", true}, {"", false},
+                                                {"1A", false},  {"A-B", false}, {"A B", false}, {"A=", false}};
+  for (auto [name, ok] : cases) EXPECT_EQ(IsValidEnvName(name), ok) << name;
+}
+
+}  // namespace
+}  // namespace space::guest
+
+namespace space::guest {
+namespace {
+
+// Not a fuzzer, a smoke test: byte-level mutations of valid requests must only ever
+// produce a request or kInvalidArgument, never a crash or another code.
+TEST(ParseExecRequestTest, SurvivesMutatedInput) {
+  const std::string seeds[] = {
+      R"({"cmd":["ls","-l"],"env":{"A":"1"},"cwd":"/tmp","user":"user","timeout_ms":5,"stdin":true})",
+      R"({"op":"move","path":"/a","to":"/b","mode":420,"recursive":true,"depth":3})"};
+  uint64_t rng = 0x9E3779B97F4A7C15ull;  // fixed seed: deterministic
+  auto next = [&] {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+  };
+  const char alphabet[] = "{}[]\",:0-1.e\\u\x00\xff tnfalsr";
+  for (const std::string& seed : seeds) {
+    for (int i = 0; i < 5000; ++i) {
+      std::string s = seed;
+      for (int m = 0, n = 1 + static_cast<int>(next() % 4); m < n; ++m) {
+        size_t pos = next() % s.size();
+        char c = alphabet[next() % (sizeof alphabet - 1)];
+        switch (next() % 3) {
+          case 0: s[pos] = c; break;
+          case 1: s.insert(pos, 1, c); break;
+          default: s.erase(pos, 1); break;
+        }
+      }
+      auto r = ParseExecRequest(s);
+      if (!r.ok()) {
+        ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << s;
+      }
+      auto op = ParseFileOp(s);
+      if (!op.ok()) {
+        ASSERT_EQ(op.status().code(), StatusCode::kInvalidArgument) << s;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace space::guest

@@ -1,0 +1,112 @@
+#include "node/guest_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/syscall.h"
+
+namespace space::node {
+
+GuestClient::GuestClient(UniqueFd channel, std::string sandbox_id)
+    : sandbox_id_(std::move(sandbox_id)), channel_(std::move(channel)) {}
+
+GuestClient::~GuestClient() { Shutdown(); }
+
+Status GuestClient::Start(int timeout_ms) {
+  // A guest that never reads must not block senders forever.
+  timeval tv{10, 0};
+  if (::setsockopt(channel_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) {
+    return ErrnoStatus("setsockopt SO_SNDTIMEO", sandbox_id_, errno);
+  }
+  pollfd pfd{channel_.get(), POLLIN, 0};
+  int64_t deadline = MonoNowNs() + int64_t{timeout_ms} * 1000000;
+  for (;;) {
+    int left = static_cast<int>((deadline - MonoNowNs()) / 1000000);
+    if (left <= 0) return Unavailable("sandbox " + sandbox_id_ + ": guest did not say hello in time");
+    int r = ::poll(&pfd, 1, left);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoStatus("poll", "guest channel", errno);
+    if (r > 0) break;
+  }
+  ASSIGN_OR_RETURN(guest::Frame hello, guest::ReadFrame(channel_.get()));
+  if (hello.type != guest::FrameType::kHello) {
+    return Unavailable("sandbox " + sandbox_id_ + ": guest spoke before saying hello");
+  }
+  auto j = nlohmann::json::parse(hello.payload, nullptr, false);
+  if (!j.is_object() || !j.contains("version") || j["version"] != guest::kVersion) {
+    return Unavailable("sandbox " + sandbox_id_ + ": guest protocol version mismatch");
+  }
+  alive_ = true;
+  reader_ = std::thread([this] { ReadLoop(); });
+  return Status::Ok();
+}
+
+uint32_t GuestClient::OpenStream(std::shared_ptr<StreamSink> sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t id = next_stream_++;
+  if (closed_) {
+    sink->OnChannelClosed(Unavailable("sandbox " + sandbox_id_ + ": guest channel is closed"));
+    return id;
+  }
+  streams_[id] = std::move(sink);
+  return id;
+}
+
+void GuestClient::CloseStream(uint32_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.erase(stream);
+}
+
+Status GuestClient::Send(guest::FrameType type, uint32_t stream, std::string_view payload) {
+  if (!alive_) return Unavailable("sandbox " + sandbox_id_ + ": guest channel is closed");
+  std::lock_guard<std::mutex> lock(write_mu_);
+  Status st = guest::WriteFrame(channel_.get(), type, stream, payload);
+  if (!st.ok()) return Unavailable("sandbox " + sandbox_id_ + ": guest channel: " + st.message());
+  return st;
+}
+
+void GuestClient::ReadLoop() {
+  Status why;
+  for (;;) {
+    auto frame = guest::ReadFrame(channel_.get());
+    if (!frame.ok()) {
+      why = Unavailable("sandbox " + sandbox_id_ + ": guest channel closed: " + frame.status().message());
+      break;
+    }
+    std::shared_ptr<StreamSink> sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = streams_.find(frame->stream);
+      if (it != streams_.end()) sink = it->second;
+    }
+    if (frame->type == guest::FrameType::kPong || frame->type == guest::FrameType::kHello) continue;
+    if (!sink) continue;  // unknown or finished stream: a late or hostile frame
+    sink->OnFrame(std::move(frame).value());
+  }
+  alive_ = false;
+  FailAll(why);
+}
+
+void GuestClient::FailAll(const Status& why) {
+  std::map<uint32_t, std::shared_ptr<StreamSink>> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    streams.swap(streams_);
+  }
+  for (auto& [id, sink] : streams) sink->OnChannelClosed(why);
+}
+
+void GuestClient::Shutdown() {
+  if (channel_.valid()) ::shutdown(channel_.get(), SHUT_RDWR);
+  if (reader_.joinable()) reader_.join();
+  alive_ = false;
+  FailAll(Unavailable("sandbox " + sandbox_id_ + " is shutting down"));
+}
+
+}  // namespace space::node

@@ -1,0 +1,26 @@
+// Node::Live: what the node holds for one booted sandbox. Internal to src/node.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "node/guest_client.h"
+#include "node/node.h"
+#include "node/process.h"
+
+namespace space::node {
+
+struct Node::Live {
+  std::string id;
+  std::string team;
+  int64_t uid_slot = -1;
+  std::atomic<int64_t> expires_at_ms{0};
+  std::unique_ptr<GuestClient> guest;
+
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Process>> processes;  // GUARDED_BY(mu)
+};
+
+}  // namespace space::node

@@ -1,0 +1,409 @@
+// Sandbox lifecycle: create, boot, destroy, timeouts and crash reconciliation.
+#include "node/node.h"
+
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <linux/magic.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "common/syscall.h"
+#include "node/live.h"
+
+namespace space::node {
+namespace {
+
+constexpr int kHelloTimeoutMs = 10000;
+
+std::string Hostname(const std::string& id) {
+  std::string h = id;
+  for (char& c : h) {
+    if (c == '_') c = '-';
+  }
+  return h.substr(0, 63);
+}
+
+// FNV-1a of `s`: a stable short name for a data dir.
+std::string Fnv1aHex(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+bool IsBuiltinTemplate(const std::string& name) { return name == "base" || name == "busybox"; }
+
+}  // namespace
+
+std::string HostRunDir() {
+  struct statfs st;
+  if (::statfs("/run", &st) == 0 && st.f_type == TMPFS_MAGIC) return "/run/space";
+  return "/dev/shm/space";  // some hosts keep /run on disk; /dev/shm is always tmpfs
+}
+
+Node::Node(const NodeConfig& config, store::Store* store)
+    : config_(config),
+      store_(store),
+      uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir) {}
+
+Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store* store) {
+  std::unique_ptr<Node> node(new Node(config, store));
+  RETURN_IF_ERROR(MakeDirs(config.data_dir, 0700));
+  if (::access(config.guest_binary.c_str(), X_OK) != 0) {
+    return ErrnoStatus("access", "guest binary " + config.guest_binary, errno);
+  }
+  storage::PoolConfig pc;
+  pc.data_dir = config.data_dir;
+  pc.force_overlay = config.force_overlay;
+  pc.loop_image_bytes = config.loop_image_bytes;
+  ASSIGN_OR_RETURN(node->pool_, storage::Pool::Open(pc));
+  runtime::RuntimeConfig rc;
+  // Scratch dirs live on tmpfs (mkdir on ext4 costs milliseconds on the create path); the name
+  // is derived from the data dir so a restarted node finds its predecessor's leftovers.
+  rc.run_dir = HostRunDir() + "/run-" + Fnv1aHex(config.data_dir);
+  ASSIGN_OR_RETURN(node->runtime_, runtime::NsRuntime::Create(rc));
+  node->ops_ = std::make_unique<Operations>(store, config.workers);
+  RETURN_IF_ERROR(node->Reconcile());
+  node->timeout_thread_ = std::thread([n = node.get()] { n->TimeoutLoop(); });
+  LogInfo("node", "ready: pool " + node->pool_->kind() + ", cgroup " + node->runtime_->cgroup_version());
+  return node;
+}
+
+Node::~Node() { Stop(); }
+
+void Node::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (timeout_thread_.joinable()) timeout_thread_.join();
+  if (ops_) ops_->Stop();
+  // Sandboxes keep running state in the store; closing their channels ends them, and the
+  // next start boots them again (Reconcile).
+  std::map<std::string, std::shared_ptr<Live>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live.swap(live_);
+  }
+  for (auto& [id, l] : live) {
+    l->guest->Shutdown();
+    if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("node", st.ToString());
+  }
+}
+
+size_t Node::live_count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.size();
+}
+
+void Node::Audit(const std::string& team, const std::string& sandbox, const std::string& kind,
+                 const std::string& action, nlohmann::json detail) {
+  store::AuditEvent e;
+  e.ts_ms = WallNowMs();
+  e.team = team;
+  e.sandbox = sandbox;
+  e.kind = kind;
+  e.action = action;
+  e.detail_json = detail.dump();
+  if (Status st = store_->AppendAudit(e); !st.ok()) LogError("audit", st.ToString());
+}
+
+Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(const CreateRequest& req) {
+  if (!IsBuiltinTemplate(req.template_name)) {
+    // Imported templates must exist now; built-ins are built on first use.
+    RETURN_IF_ERROR(pool_->GetTemplate(req.template_name).status());
+  }
+  store::SandboxRecord rec;
+  rec.id = NewId("sbx");
+  rec.team = req.team;
+  rec.state = "creating";
+  rec.template_name = req.template_name;
+  rec.runtime = "ns";
+  rec.node = config_.node_name;
+  rec.created_at_ms = WallNowMs();
+  rec.timeout_s = req.timeout_s;
+  rec.expires_at_ms = rec.created_at_ms + req.timeout_s * 1000;
+  rec.on_timeout = req.on_timeout;
+  rec.metadata_json = nlohmann::json(req.metadata).dump();
+  rec.env_json = nlohmann::json(req.env).dump();
+  rec.egress_json = nlohmann::json(req.egress_profiles).dump();
+  rec.resources_json =
+      nlohmann::json{{"cpus", req.cpus}, {"memory_mb", req.memory_mb}, {"disk_mb", req.disk_mb}}.dump();
+  RETURN_IF_ERROR(store_->PutSandbox(rec));
+  Audit(req.team, rec.id, "lifecycle", "create", {{"template", req.template_name}});
+  ASSIGN_OR_RETURN(store::OperationRecord op,
+                   ops_->Submit(req.team, "create", rec.id, [this, rec, req] { return RunCreate(rec, req); }));
+  return std::make_pair(rec, op);
+}
+
+Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req) {
+  nlohmann::json steps = nlohmann::json::object();
+  auto step_start = MonoNowNs();
+  auto mark = [&](const char* name) {
+    int64_t now = MonoNowNs();
+    steps[name] = static_cast<double>(now - step_start) / 1e6;
+    step_start = now;
+  };
+  Status st = [&]() -> Status {
+    ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, pool_->EnsureTemplate(req.template_name, [&](const std::string& l) {
+                       LogInfo("template " + req.template_name, l);
+                     }));
+    rec.template_digest = tmpl.digest;
+    mark("template");
+    ASSIGN_OR_RETURN(std::string root, pool_->CreateRoot(rec.id, tmpl.digest, static_cast<uint64_t>(req.disk_mb) << 20));
+    (void)root;
+    mark("clone_root");
+    return Boot(&rec, &steps);
+  }();
+  if (!st.ok()) {
+    TeardownLive(rec.id);
+    if (Status d = pool_->DestroyRoot(rec.id); !d.ok()) LogWarn("node", d.ToString());
+    rec.state = "failed";
+    rec.error = st.message();
+    rec.timings_json = nlohmann::json{{"steps", steps}}.dump();
+    if (Status p = store_->PutSandbox(rec); !p.ok()) LogError("node", p.ToString());
+    Audit(rec.team, rec.id, "lifecycle", "create_failed", {{"error", st.message()}});
+    return st;
+  }
+  double create_ms = static_cast<double>(MonoNowNs() - (req.received_mono_ns ? req.received_mono_ns : step_start)) / 1e6;
+  rec.timings_json = nlohmann::json{{"create_ms", create_ms}, {"steps", steps}}.dump();
+  rec.state = "running";
+  // A destroy may have been requested while we were booting: it wins.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (destroying_.count(rec.id)) return Status::Ok();
+  }
+  return store_->PutSandbox(rec);
+}
+
+Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps) {
+  auto t = MonoNowNs();
+  ASSIGN_OR_RETURN(int64_t slot, uid_slots_.Acquire(rec->uid_slot));
+  rec->uid_slot = slot;
+  auto resources = nlohmann::json::parse(rec->resources_json, nullptr, false);
+  auto env = nlohmann::json::parse(rec->env_json, nullptr, false);
+  runtime::SandboxSpec spec;
+  spec.id = rec->id;
+  spec.rootfs = pool_->RootPath(rec->id);
+  spec.hostname = Hostname(rec->id);
+  spec.uid_base = UidSlots::UidBase(slot);
+  spec.guest_binary = config_.guest_binary;
+  if (resources.is_object()) {
+    spec.limits.cpus = resources.value("cpus", 1.0);
+    spec.limits.memory_bytes = static_cast<uint64_t>(resources.value("memory_mb", int64_t{512})) << 20;
+  }
+  if (env.is_object()) {
+    for (auto& [k, v] : env.items()) {
+      if (v.is_string()) spec.guest_env.push_back(k + "=" + v.get<std::string>());
+    }
+  }
+  spec.guest_env.push_back("SPACE_SANDBOX_ID=" + rec->id);
+  (*steps)["uid_slot"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  auto launched = runtime_->Launch(spec);
+  if (!launched.ok()) {
+    uid_slots_.Release(slot);
+    return launched.status();
+  }
+  for (const auto& [name, us] : launched->steps_us) (*steps)["ns." + name] = static_cast<double>(us) / 1e3;
+  t = MonoNowNs();
+  auto live = std::make_shared<Live>();
+  live->id = rec->id;
+  live->team = rec->team;
+  live->uid_slot = slot;
+  live->expires_at_ms = rec->expires_at_ms;
+  live->guest = std::make_unique<GuestClient>(std::move(launched->channel), rec->id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[rec->id] = live;
+  }
+  RETURN_IF_ERROR(live->guest->Start(kHelloTimeoutMs));
+  (*steps)["guest_hello"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  return Status::Ok();
+}
+
+void Node::TeardownLive(const std::string& id) {
+  std::shared_ptr<Live> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it != live_.end()) {
+      live = it->second;
+      live_.erase(it);
+    }
+  }
+  if (live) live->guest->Shutdown();
+  if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("node", "destroy " + id + ": " + st.ToString());
+  if (live) uid_slots_.Release(live->uid_slot);
+}
+
+Result<store::SandboxRecord> Node::Get(const std::string& team, const std::string& id) {
+  auto rec = store_->GetSandbox(id);
+  if (!rec.ok() || rec->team != team) return NotFound("sandbox " + id + " not found");
+  return rec;
+}
+
+Result<std::vector<store::SandboxRecord>> Node::List(const store::SandboxFilter& filter) {
+  return store_->ListSandboxes(filter);
+}
+
+Result<store::OperationRecord> Node::Destroy(const std::string& team, const std::string& id) {
+  ASSIGN_OR_RETURN(store::SandboxRecord rec, Get(team, id));
+  if (rec.state == "destroyed") return NotFound("sandbox " + id + " not found");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    destroying_.insert(id);
+  }
+  rec.state = "destroying";
+  RETURN_IF_ERROR(store_->PutSandbox(rec));
+  Audit(team, id, "lifecycle", "destroy", {});
+  return ops_->Submit(team, "destroy", id, [this, id] { return RunDestroy(id, "requested"); });
+}
+
+Status Node::RunDestroy(const std::string& id, const std::string& reason) {
+  TeardownLive(id);
+  RETURN_IF_ERROR(pool_->DestroyRoot(id));
+  ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(id));
+  rec.state = "destroyed";
+  rec.uid_slot = -1;
+  if (reason != "requested") rec.error = reason;
+  RETURN_IF_ERROR(store_->PutSandbox(rec));
+  std::lock_guard<std::mutex> lock(mu_);
+  destroying_.erase(id);
+  return Status::Ok();
+}
+
+Result<store::SandboxRecord> Node::SetTimeout(const std::string& team, const std::string& id, int64_t timeout_s) {
+  ASSIGN_OR_RETURN(store::SandboxRecord rec, Get(team, id));
+  if (rec.state != "running" && rec.state != "creating") {
+    return Conflict("sandbox " + id + " is " + rec.state + "; timeouts apply to running sandboxes");
+  }
+  rec.timeout_s = timeout_s;
+  rec.expires_at_ms = WallNowMs() + timeout_s * 1000;
+  RETURN_IF_ERROR(store_->PutSandbox(rec));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = live_.find(id); it != live_.end()) it->second->expires_at_ms = rec.expires_at_ms;
+  return rec;
+}
+
+Result<store::OperationRecord> Node::GetOperation(const std::string& team, const std::string& id) {
+  auto op = store_->GetOperation(id);
+  if (!op.ok() || op->team != team) return NotFound("operation " + id + " not found");
+  return op;
+}
+
+Result<store::OperationRecord> Node::WaitOperation(const std::string& team, const std::string& id,
+                                                   int64_t timeout_ms) {
+  RETURN_IF_ERROR(GetOperation(team, id).status());
+  return ops_->Wait(id, timeout_ms);
+}
+
+void Node::TimeoutLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopping_; })) return;
+    }
+    std::vector<std::pair<std::string, std::string>> expired;  // id, team
+    int64_t now = WallNowMs();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, l] : live_) {
+        if (l->expires_at_ms > 0 && l->expires_at_ms <= now && !destroying_.count(id)) {
+          expired.emplace_back(id, l->team);
+          destroying_.insert(id);
+        }
+      }
+    }
+    for (auto& [id, team] : expired) {
+      auto rec = store_->GetSandbox(id);
+      if (!rec.ok() || rec->state != "running") continue;
+      rec->state = "destroying";
+      if (Status st = store_->PutSandbox(*rec); !st.ok()) LogError("node", st.ToString());
+      Audit(team, id, "lifecycle", "timeout", {{"on_timeout", rec->on_timeout}});
+      auto op = ops_->Submit(team, "timeout", id, [this, id = id] { return RunDestroy(id, "timed out"); });
+      if (!op.ok()) LogError("node", op.status().ToString());
+    }
+  }
+}
+
+Status Node::Reconcile() {
+  // 1. Every sandbox process of a previous run lost its channel when that run died; end what
+  //    is left of them (cgroups, scratch dirs) before anything else.
+  ASSIGN_OR_RETURN(std::set<std::string> present, runtime_->ListPresent());
+  for (const auto& id : present) {
+    if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("reconcile", st.ToString());
+  }
+  // 2. Operations that were in flight are over: their effects are converged below.
+  ASSIGN_OR_RETURN(auto ops, store_->ListUnfinishedOperations());
+  for (auto& op : ops) {
+    op.state = "failed";
+    op.error = "interrupted by a node restart";
+    op.finished_at_ms = WallNowMs();
+    RETURN_IF_ERROR(store_->PutOperation(op));
+  }
+  // 3. Converge each sandbox: running ones boot again over their root; half-created ones are
+  //    failed; half-destroyed ones finish.
+  ASSIGN_OR_RETURN(auto records, store_->ListLiveSandboxes());
+  std::set<std::string> keep;
+  int booted = 0, cleaned = 0;
+  for (auto& rec : records) {
+    if (rec.node != config_.node_name) continue;
+    if (rec.state == "running") {
+      nlohmann::json steps = nlohmann::json::object();
+      Status st = Boot(&rec, &steps);
+      if (st.ok()) {
+        keep.insert(rec.id);
+        RETURN_IF_ERROR(store_->PutSandbox(rec));
+        Audit(rec.team, rec.id, "lifecycle", "reboot", {{"reason", "node restart"}});
+        ++booted;
+        continue;
+      }
+      TeardownLive(rec.id);
+      rec.state = "failed";
+      rec.error = "could not boot again after a node restart: " + st.message();
+    } else if (rec.state == "destroying") {
+      rec.state = "destroyed";
+    } else {
+      rec.state = "failed";
+      rec.error = "interrupted by a node restart while " + rec.state;
+    }
+    rec.uid_slot = -1;
+    if (Status st = pool_->DestroyRoot(rec.id); !st.ok()) LogWarn("reconcile", st.ToString());
+    RETURN_IF_ERROR(store_->PutSandbox(rec));
+    ++cleaned;
+  }
+  // 4. Roots nobody owns any more.
+  ASSIGN_OR_RETURN(auto roots, pool_->ListRoots());
+  for (const auto& id : roots) {
+    if (keep.count(id)) continue;
+    if (Status st = pool_->DestroyRoot(id); !st.ok()) LogWarn("reconcile", st.ToString());
+    ++cleaned;
+  }
+  LogInfo("reconcile", "booted " + std::to_string(booted) + " sandboxes again, cleaned " + std::to_string(cleaned) +
+                           ", ended " + std::to_string(present.size()) + " leftover runtimes");
+  return Status::Ok();
+}
+
+Result<std::vector<storage::TemplateInfo>> Node::ListTemplates() { return pool_->ListTemplates(); }
+Result<storage::TemplateInfo> Node::GetTemplate(const std::string& name) { return pool_->GetTemplate(name); }
+Result<storage::TemplateInfo> Node::BuildTemplate(const std::string& name, const storage::ProgressFn& progress) {
+  if (!IsBuiltinTemplate(name)) return InvalidArgument("only the built-in templates base and busybox can be built here");
+  return pool_->EnsureTemplate(name, progress);
+}
+Result<storage::TemplateInfo> Node::ImportTemplate(const std::string& name, const std::string& source,
+                                                   const storage::ProgressFn& progress) {
+  if (IsBuiltinTemplate(name)) return Conflict("template " + name + " is built in");
+  return pool_->ImportTemplate(name, source, progress);
+}
+
+Result<std::vector<store::AuditEvent>> Node::Audit(const store::AuditFilter& filter) {
+  return store_->ListAudit(filter);
+}
+
+}  // namespace space::node

@@ -1,0 +1,141 @@
+// Node: runs sandboxes on this machine. Turns validated requests into lifecycle operations,
+// keeps each live sandbox's guest channel and processes, enforces timeouts, records commands
+// and audit events, and reconciles leftovers after a crash.
+//
+// Owned by `space dev` / `space node`. Thread-safe: every public method may be called from
+// any HTTP thread. Every method taking (team, id) answers not_found for another team's
+// sandbox, so ids never leak across teams.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "node/guest_client.h"
+#include "node/operations.h"
+#include "node/process.h"
+#include "node/uid_slots.h"
+#include "runtime/runtime.h"
+#include "storage/pool.h"
+#include "store/store.h"
+
+namespace space::node {
+
+struct NodeConfig {
+  std::string data_dir;          // pool, run dir, api key
+  std::string guest_binary;      // static spaced
+  std::string node_name = "local";
+  std::string uid_lock_dir;      // default: <host run dir>/uid-slots (host-wide, tmpfs)
+  int workers = 4;
+  bool force_overlay = false;
+  uint64_t loop_image_bytes = 64ull << 30;
+};
+
+// A create request after the API validated its shape.
+struct CreateRequest {
+  std::string team;
+  std::string template_name = "base";
+  double cpus = 1;
+  int64_t memory_mb = 512;
+  int64_t disk_mb = 2048;
+  int64_t timeout_s = 300;
+  std::string on_timeout = "destroy";
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> metadata;
+  std::vector<std::string> egress_profiles;
+  int64_t received_mono_ns = 0;  // when the API got the request, for timings.create_ms
+};
+
+// The host-wide tmpfs directory for SPACE's runtime state: /run/space, or /dev/shm/space
+// where /run is not a tmpfs.
+std::string HostRunDir();
+
+// Bounds on what one request may move, applied by the API before reaching the node.
+inline constexpr size_t kMaxFileBytes = 100u << 20;
+
+class Node {
+ public:
+  static Result<std::unique_ptr<Node>> Start(const NodeConfig& config, store::Store* store);
+  ~Node();
+  void Stop();
+
+  // Sandboxes. Valid in every state but destroyed unless noted.
+  Result<std::pair<store::SandboxRecord, store::OperationRecord>> Create(const CreateRequest& req);
+  Result<store::SandboxRecord> Get(const std::string& team, const std::string& id);
+  Result<std::vector<store::SandboxRecord>> List(const store::SandboxFilter& filter);
+  Result<store::OperationRecord> Destroy(const std::string& team, const std::string& id);
+  // Valid while running.
+  Result<store::SandboxRecord> SetTimeout(const std::string& team, const std::string& id, int64_t timeout_s);
+  Result<store::OperationRecord> GetOperation(const std::string& team, const std::string& id);
+  Result<store::OperationRecord> WaitOperation(const std::string& team, const std::string& id, int64_t timeout_ms);
+
+  // Processes. Valid while running.
+  Result<std::shared_ptr<Process>> StartProcess(const std::string& team, const std::string& id, ProcessSpec spec);
+  Result<std::shared_ptr<Process>> GetProcess(const std::string& team, const std::string& id,
+                                              const std::string& pid);
+  Result<std::vector<std::shared_ptr<Process>>> ListProcesses(const std::string& team, const std::string& id);
+  Status WriteStdin(const std::string& team, const std::string& id, const std::string& pid, std::string_view data);
+  Status SignalProcess(const std::string& team, const std::string& id, const std::string& pid, int sig);
+  Result<std::vector<store::CommandRecord>> Commands(const std::string& team, const std::string& id);
+
+  // Files, resolved inside the sandbox by its guest. Valid while running.
+  Result<std::string> ReadFile(const std::string& team, const std::string& id, const std::string& path);
+  Result<nlohmann::json> WriteFile(const std::string& team, const std::string& id, const std::string& path,
+                                   int mode, std::string_view data);
+  // list, stat, mkdir, move, delete: `request` is a protocol kFileOp object.
+  Result<nlohmann::json> FileOp(const std::string& team, const std::string& id, const nlohmann::json& request);
+
+  // Templates.
+  Result<std::vector<storage::TemplateInfo>> ListTemplates();
+  Result<storage::TemplateInfo> GetTemplate(const std::string& name);
+  Result<storage::TemplateInfo> BuildTemplate(const std::string& name, const storage::ProgressFn& progress);
+  Result<storage::TemplateInfo> ImportTemplate(const std::string& name, const std::string& source,
+                                               const storage::ProgressFn& progress);
+
+  Result<std::vector<store::AuditEvent>> Audit(const store::AuditFilter& filter);
+  store::Store* store() { return store_; }
+  std::string pool_kind() const { return pool_->kind(); }
+  std::string cgroup_version() const { return runtime_->cgroup_version(); }
+  size_t live_count();
+
+ private:
+  struct Live;
+
+  Node(const NodeConfig& config, store::Store* store);
+  Status Reconcile();
+  Status RunCreate(store::SandboxRecord rec, CreateRequest req);
+  // Starts the runtime over an existing root; fills `timings` with steps.
+  Status Boot(store::SandboxRecord* rec, nlohmann::json* steps);
+  Status RunDestroy(const std::string& id, const std::string& reason);
+  void TeardownLive(const std::string& id);
+  Result<std::shared_ptr<Live>> RunningLive(const std::string& team, const std::string& id);
+  void RecordCommand(const std::string& sandbox, const Process& p);
+  void Audit(const std::string& team, const std::string& sandbox, const std::string& kind,
+             const std::string& action, nlohmann::json detail);
+  void TimeoutLoop();
+
+  const NodeConfig config_;
+  store::Store* const store_;
+  std::unique_ptr<storage::Pool> pool_;
+  std::unique_ptr<runtime::NsRuntime> runtime_;
+  UidSlots uid_slots_;
+  std::unique_ptr<Operations> ops_;
+
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Live>> live_;  // GUARDED_BY(mu_)
+  std::set<std::string> destroying_;                   // GUARDED_BY(mu_)
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // GUARDED_BY(stop_mu_)
+  std::thread timeout_thread_;
+};
+
+}  // namespace space::node

@@ -1,0 +1,95 @@
+#include "node/process.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+namespace space::node {
+namespace {
+
+guest::Frame F(guest::FrameType t, std::string payload = "") { return {t, 1, std::move(payload)}; }
+
+TEST(ProcessTest, CollectsOutputAndExit) {
+  Process p("proc_1", {}, 0);
+  int exits = 0;
+  p.set_on_exit([&](const Process&) { ++exits; });
+  p.OnFrame(F(guest::FrameType::kExecStarted, R"({"pid":7})"));
+  ASSERT_TRUE(p.WaitStarted(10).ok());
+  p.OnFrame(F(guest::FrameType::kStdout, "out"));
+  p.OnFrame(F(guest::FrameType::kStderr, "err"));
+  p.OnFrame(F(guest::FrameType::kExit, R"({"exit_code":3,"signal":null,"timed_out":false})"));
+  p.OnFrame(F(guest::FrameType::kStdout, "late"));  // after exit: dropped
+  ASSERT_TRUE(p.WaitExited(10));
+  EXPECT_EQ(p.Collected(ProcessEvent::Kind::kStdout), "out");
+  EXPECT_EQ(p.Collected(ProcessEvent::Kind::kStderr), "err");
+  EXPECT_EQ(p.exit_info()->exit_code, 3);
+  EXPECT_EQ(exits, 1);
+}
+
+TEST(ProcessTest, HostileExitPayloadsAreBounded) {
+  const char* payloads[] = {"", "garbage", "[]", R"({"exit_code":"3"})", R"({"exit_code":100000})",
+                            R"({"signal":-4,"timed_out":"yes"})", R"({"exit_code":1e300})"};
+  for (const char* payload : payloads) {
+    Process p("proc_1", {}, 0);
+    p.OnFrame(F(guest::FrameType::kExecStarted));
+    p.OnFrame(F(guest::FrameType::kExit, payload));
+    ASSERT_TRUE(p.WaitExited(10)) << payload;
+    auto e = p.exit_info();
+    EXPECT_FALSE(e->exit_code.has_value()) << payload;
+    EXPECT_FALSE(e->signal.has_value()) << payload;
+    EXPECT_FALSE(e->timed_out) << payload;
+  }
+}
+
+TEST(ProcessTest, OutputBeyondCapIsCountedNotKept) {
+  Process p("proc_1", {}, 0);
+  p.OnFrame(F(guest::FrameType::kExecStarted));
+  std::string chunk(1 << 20, 'x');
+  for (size_t i = 0; i < Process::kMaxRetainedBytes / chunk.size() + 3; ++i) {
+    p.OnFrame(F(guest::FrameType::kStdout, chunk));
+  }
+  EXPECT_TRUE(p.truncated());
+  EXPECT_LE(p.Collected(ProcessEvent::Kind::kStdout).size(), Process::kMaxRetainedBytes);
+  EXPECT_GT(p.stdout_bytes(), static_cast<int64_t>(Process::kMaxRetainedBytes));
+}
+
+TEST(ProcessTest, RefusedStartAndLostChannel) {
+  Process refused("proc_1", {}, 0);
+  refused.OnFrame(F(guest::FrameType::kError, R"({"code":"not_found","message":"exec /x: ENOENT"})"));
+  Status st = refused.WaitStarted(10);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+
+  Process lost("proc_2", {}, 0);
+  lost.OnFrame(F(guest::FrameType::kExecStarted));
+  lost.OnChannelClosed(Unavailable("gone"));
+  ASSERT_TRUE(lost.WaitExited(10));
+  EXPECT_EQ(lost.exit_info()->signal, SIGKILL);
+}
+
+TEST(ProcessTest, FollowReplaysThenEnds) {
+  Process p("proc_1", {}, 0);
+  p.OnFrame(F(guest::FrameType::kExecStarted));
+  p.OnFrame(F(guest::FrameType::kStdout, "a"));
+  p.OnFrame(F(guest::FrameType::kExit, R"({"exit_code":0})"));
+  size_t next = 0;
+  std::vector<ProcessEvent> events;
+  while (p.Follow(&next, &events, 10)) {
+  }
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].kind, ProcessEvent::Kind::kStart);
+  EXPECT_EQ(events[1].data, "a");
+  EXPECT_EQ(events[2].kind, ProcessEvent::Kind::kExit);
+}
+
+TEST(SignalTest, NamesRoundTrip) {
+  EXPECT_EQ(SignalName(9), "SIGKILL");
+  EXPECT_EQ(SignalNumber("SIGTERM"), 15);
+  EXPECT_EQ(SignalNumber("TERM"), 15);
+  EXPECT_EQ(SignalNumber("9"), 9);
+  EXPECT_FALSE(SignalNumber("SIGNOPE").has_value());
+  EXPECT_FALSE(SignalNumber("999").has_value());
+  EXPECT_FALSE(SignalNumber("").has_value());
+}
+
+}  // namespace
+}  // namespace space::node

@@ -1,0 +1,40 @@
+// UidSlots: hands out host uid/gid ranges so that no two sandboxes on a host ever share one,
+// even across several `space` processes with different data dirs.
+//
+// A slot is held by an flock on /run/space/uid-slots/<n>.lock; the kernel drops the lock when
+// the holder dies, so a crash never leaks a slot. Slot n covers host ids
+// [(kFirstSlot + n) * 65536, +65536). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+
+namespace space::node {
+
+class UidSlots {
+ public:
+  static constexpr uint32_t kFirstSlot = 16;   // host ids below 1 MiB stay for the host
+  static constexpr int64_t kMaxSlots = 16384;
+
+  explicit UidSlots(std::string lock_dir) : lock_dir_(std::move(lock_dir)) {}
+
+  // Takes `preferred` when free (a sandbox keeps its slot across node restarts), else the
+  // lowest free slot.
+  Result<int64_t> Acquire(int64_t preferred);
+  void Release(int64_t slot);
+  static uint32_t UidBase(int64_t slot) { return static_cast<uint32_t>((kFirstSlot + slot) * 65536); }
+
+ private:
+  Result<bool> TryLock(int64_t slot);  // mu_ held
+
+  const std::string lock_dir_;
+  std::mutex mu_;
+  std::map<int64_t, UniqueFd> held_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace space::node

@@ -1,0 +1,53 @@
+// Mount namespace: the sandbox's root (an idmapped mount of its rootfs), /proc with
+// host-revealing paths masked, read-only /sys, a minimal /dev; then pivot_root.
+//
+// Parent-side functions run in the node before/after clone; Child* functions run in the
+// cloned child and are async-signal-safe.
+#pragma once
+
+#include <string>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "runtime/ns/child_plan.h"
+#include "runtime/ns/steps.h"
+
+namespace space::runtime::ns {
+
+// Directories the runtime mounts over inside the sandbox root.
+inline constexpr const char* kMountPointDirs[] = {"proc", "sys", "dev", "tmp"};
+
+// Opens the rootfs directory (a node-chosen, trusted path) as O_PATH.
+Result<UniqueFd> OpenRootfs(const std::string& rootfs);
+
+// Makes sure each kMountPointDirs entry is a real directory directly under the root,
+// creating missing ones. The root's contents are sandbox-controlled, so nothing is
+// resolved through a symlink (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a symlink or
+// non-directory there is kInvalidArgument.
+Status EnsureMountPoints(int rootfs_fd);
+
+// Clones the rootfs as a detached mount and idmaps it to `userns_fd`'s mapping, so
+// on-disk uid 0 appears as uid 0 inside the sandbox (host uid_base). Also nodev and
+// nosuid: device nodes in a template must not open host devices.
+Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd);
+
+struct MountPlanOptions {
+  std::string dev_shm_size;  // tmpfs size= for /dev/shm, e.g. "536870912"
+};
+
+// Appends the child's mount ops (mount_proc, mask_proc, mount_sys, mount_dev), all
+// relative to the sandbox root.
+void AppendMountOps(const MountPlanOptions& options, PlanStorage* storage);
+
+// Child side: makes every mount in the (copied) namespace private so nothing propagates
+// back to the host.
+int ChildMakePrivate(Call* call);
+// Child side: attaches the idmapped root (received from the parent) onto `root_dir`
+// and makes it the cwd, so later ops can use relative paths.
+int ChildAttachRoot(int mount_fd, const char* root_dir, Call* call);
+// Child side: runs one op. ENOENT on an optional op counts as success.
+int ChildRunOp(const ChildOp& op, Call* call);
+// Child side: pivot_root(".", ".") + detach the old root; cwd becomes "/".
+int ChildPivotRoot(Call* call);
+
+}  // namespace space::runtime::ns

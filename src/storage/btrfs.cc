@@ -1,0 +1,83 @@
+#include "storage/btrfs.h"
+
+#include <btrfsutil.h>
+#include <fcntl.h>
+#include <linux/btrfs.h>
+#include <linux/magic.h>
+#include <sys/ioctl.h>
+#include <sys/statfs.h>
+
+#include "common/syscall.h"
+
+namespace space::storage {
+namespace {
+
+// libbtrfsutil leaves errno set by the failing syscall; its own code says which step failed.
+Status UtilStatus(const char* call, const std::string& path, btrfs_util_error err) {
+  int e = errno;
+  Status st = ErrnoStatus(call, path, e != 0 ? e : EIO);
+  return Status(st.code(), st.message() + " [" + btrfs_util_strerror(err) + "]");
+}
+
+}  // namespace
+
+bool IsOnBtrfs(const std::string& path) {
+  struct statfs sf;
+  return ::statfs(path.c_str(), &sf) == 0 && sf.f_type == BTRFS_SUPER_MAGIC;
+}
+
+Status CreateSubvolume(const std::string& path) {
+  errno = 0;
+  btrfs_util_error err = btrfs_util_create_subvolume(path.c_str(), 0, nullptr, nullptr);
+  if (err != BTRFS_UTIL_OK) return UtilStatus("btrfs create subvolume", path, err);
+  return Status::Ok();
+}
+
+Status CreateSnapshot(const std::string& source, const std::string& path, bool read_only) {
+  errno = 0;
+  int flags = read_only ? BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY : 0;
+  btrfs_util_error err = btrfs_util_create_snapshot(source.c_str(), path.c_str(), flags, nullptr, nullptr);
+  if (err != BTRFS_UTIL_OK) return UtilStatus("btrfs snapshot", source + " -> " + path, err);
+  return Status::Ok();
+}
+
+Status DeleteSubvolume(const std::string& path) {
+  errno = 0;
+  btrfs_util_error err = btrfs_util_delete_subvolume(path.c_str(), BTRFS_UTIL_DELETE_SUBVOLUME_RECURSIVE);
+  if (err == BTRFS_UTIL_OK) return Status::Ok();
+  if (errno == ENOENT) return Status::Ok();
+  return UtilStatus("btrfs delete subvolume", path, err);
+}
+
+bool IsSubvolume(const std::string& path) { return btrfs_util_is_subvolume(path.c_str()) == BTRFS_UTIL_OK; }
+
+Result<uint64_t> SubvolumeId(const std::string& path) {
+  uint64_t id = 0;
+  errno = 0;
+  btrfs_util_error err = btrfs_util_subvolume_id(path.c_str(), &id);
+  if (err != BTRFS_UTIL_OK) return UtilStatus("btrfs subvolume id", path, err);
+  return id;
+}
+
+Status EnableQuota(const std::string& path) {
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_DIRECTORY));
+  struct btrfs_ioctl_quota_ctl_args args = {};
+  args.cmd = BTRFS_QUOTA_CTL_ENABLE;
+  if (::ioctl(fd.get(), BTRFS_IOC_QUOTA_CTL, &args) != 0) return ErrnoStatus("ioctl BTRFS_IOC_QUOTA_CTL", path, errno);
+  return Status::Ok();
+}
+
+Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {
+  ASSIGN_OR_RETURN(uint64_t id, SubvolumeId(subvol_path));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY));
+  struct btrfs_ioctl_qgroup_limit_args args = {};
+  args.qgroupid = id;  // level 0: the qgroup id is the subvolume id
+  args.lim.flags = BTRFS_QGROUP_LIMIT_MAX_EXCL;
+  args.lim.max_excl = bytes;
+  if (::ioctl(fd.get(), BTRFS_IOC_QGROUP_LIMIT, &args) != 0) {
+    return ErrnoStatus("ioctl BTRFS_IOC_QGROUP_LIMIT", subvol_path, errno);
+  }
+  return Status::Ok();
+}
+
+}  // namespace space::storage

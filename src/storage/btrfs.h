@@ -1,0 +1,28 @@
+// Thin Status-returning wrappers over libbtrfsutil and the btrfs ioctls the pool uses:
+// subvolumes, snapshots, quota groups. Stateless and thread-safe; all need CAP_SYS_ADMIN.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+
+namespace space::storage {
+
+// statfs(path).f_type == BTRFS_SUPER_MAGIC.
+bool IsOnBtrfs(const std::string& path);
+
+Status CreateSubvolume(const std::string& path);
+// A writable or read-only snapshot of subvolume `source` at `path`.
+Status CreateSnapshot(const std::string& source, const std::string& path, bool read_only);
+// Deletes subvolume `path` and any subvolumes nested below it. OK if absent.
+Status DeleteSubvolume(const std::string& path);
+bool IsSubvolume(const std::string& path);
+Result<uint64_t> SubvolumeId(const std::string& path);
+
+// Turns on quota groups for the filesystem holding `path` (no-op when already on).
+Status EnableQuota(const std::string& path);
+// Limits the exclusive bytes of subvolume `subvol_path` (its level-0 qgroup 0/<id>).
+Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
+
+}  // namespace space::storage

@@ -1,0 +1,78 @@
+#include "storage/loop_device.h"
+
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cstring>
+
+#include "common/syscall.h"
+
+namespace space::storage {
+namespace {
+
+constexpr int kLoopMajor = 7;
+// Each retry follows another process grabbing the device we were offered; a handful of
+// collisions in a row means something is wrong rather than busy.
+constexpr int kMaxAttempts = 16;
+
+Result<UniqueFd> OpenLoopNode(int n, const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    // A static /dev (some containers) lacks nodes for devices LOOP_CTL_GET_FREE just created.
+    if (::mknod(path.c_str(), S_IFBLK | 0600, makedev(kLoopMajor, n)) != 0 && errno != EEXIST) {
+      return ErrnoStatus("mknod", path, errno);
+    }
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  }
+  if (fd < 0) return ErrnoStatus("open", path, errno);
+  return UniqueFd(fd);
+}
+
+// Pre-5.8 kernels lack LOOP_CONFIGURE; the two-step form has a window in which the device is
+// attached without AUTOCLEAR, closed here if the second step fails.
+Status AttachLegacy(int loop_fd, int image_fd, const std::string& path, const std::string& image) {
+  if (::ioctl(loop_fd, LOOP_SET_FD, image_fd) != 0) return ErrnoStatus("ioctl LOOP_SET_FD", path, errno);
+  struct loop_info64 info = {};
+  info.lo_flags = LO_FLAGS_AUTOCLEAR;
+  strncpy(reinterpret_cast<char*>(info.lo_file_name), image.c_str(), LO_NAME_SIZE - 1);
+  if (::ioctl(loop_fd, LOOP_SET_STATUS64, &info) != 0) {
+    int e = errno;
+    ::ioctl(loop_fd, LOOP_CLR_FD, 0);
+    return ErrnoStatus("ioctl LOOP_SET_STATUS64", path, e);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<LoopDevice> AttachLoopDevice(const std::string& image_path) {
+  ASSIGN_OR_RETURN(UniqueFd control, OpenFd("/dev/loop-control", O_RDWR));
+  ASSIGN_OR_RETURN(UniqueFd image, OpenFd(image_path, O_RDWR));
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    int n = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
+    if (n < 0) return ErrnoStatus("ioctl LOOP_CTL_GET_FREE", "/dev/loop-control", errno);
+    std::string path = "/dev/loop" + std::to_string(n);
+    ASSIGN_OR_RETURN(UniqueFd dev, OpenLoopNode(n, path));
+
+    struct loop_config cfg = {};
+    cfg.fd = static_cast<uint32_t>(image.get());
+    cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    strncpy(reinterpret_cast<char*>(cfg.info.lo_file_name), image_path.c_str(), LO_NAME_SIZE - 1);
+    if (::ioctl(dev.get(), LOOP_CONFIGURE, &cfg) == 0) return LoopDevice{path, std::move(dev)};
+    int err = errno;
+    if (err == EBUSY) continue;  // Taken by someone else between GET_FREE and CONFIGURE.
+    if (err != EINVAL && err != ENOTTY) return ErrnoStatus("ioctl LOOP_CONFIGURE", path, err);
+
+    Status st = AttachLegacy(dev.get(), image.get(), path, image_path);
+    if (st.ok()) return LoopDevice{path, std::move(dev)};
+    if (st.code() == StatusCode::kConflict) continue;  // EBUSY on LOOP_SET_FD: same race.
+    return st;
+  }
+  return Unavailable("attach " + image_path + ": every free loop device was taken by others " +
+                     std::to_string(kMaxAttempts) + " times in a row");
+}
+
+}  // namespace space::storage

@@ -1,0 +1,34 @@
+#include "storage/names.h"
+
+namespace space::storage {
+namespace {
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
+}  // namespace
+
+Status ValidateTemplateName(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63 && IsLowerAlnum(name[0]);
+  for (char c : name) ok = ok && (IsLowerAlnum(c) || c == '.' || c == '_' || c == '-');
+  if (!ok) return InvalidArgument("template name '" + name + "' must match [a-z0-9][a-z0-9._-]{0,62}");
+  return Status::Ok();
+}
+
+Status ValidateSandboxId(const std::string& id) {
+  bool ok = !id.empty() && id.size() <= 64;
+  for (char c : id) ok = ok && (IsAlnum(c) || c == '_');
+  if (!ok) return InvalidArgument("sandbox id '" + id + "' must match [A-Za-z0-9_]{1,64}");
+  return Status::Ok();
+}
+
+Result<std::string> DigestHex(const std::string& digest) {
+  static constexpr std::string_view kPrefix = "sha256:";
+  bool ok = digest.size() == kPrefix.size() + 64 && digest.compare(0, kPrefix.size(), kPrefix) == 0;
+  for (size_t i = kPrefix.size(); ok && i < digest.size(); ++i) {
+    char c = digest[i];
+    ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  }
+  if (!ok) return InvalidArgument("digest '" + digest + "' must be sha256:<64 lowercase hex>");
+  return digest.substr(kPrefix.size());
+}
+
+}  // namespace space::storage

@@ -1,0 +1,40 @@
+#include "storage/names.h"
+
+#include <gtest/gtest.h>
+
+namespace space::storage {
+namespace {
+
+TEST(NamesTest, TemplateNames) {
+  for (const char* ok : {"base", "busybox", "a", "py3.12-slim_x", "0abc"}) {
+    EXPECT_TRUE(ValidateTemplateName(ok).ok()) << ok;
+  }
+  for (const char* bad : {"", "Base", "-x", ".x", "a/b", "..", "a b", "x\n"}) {
+    EXPECT_EQ(ValidateTemplateName(bad).code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(ValidateTemplateName(std::string(63, 'a')).ok());
+  EXPECT_FALSE(ValidateTemplateName(std::string(64, 'a')).ok());
+}
+
+TEST(NamesTest, SandboxIds) {
+  EXPECT_TRUE(ValidateSandboxId("sbx_0AbC").ok());
+  EXPECT_TRUE(ValidateSandboxId(std::string(64, 'Z')).ok());
+  for (std::string bad : {std::string(), std::string(65, 'a'), std::string("a-b"), std::string(".."),
+                          std::string("a/b"), std::string("a.b")}) {
+    EXPECT_FALSE(ValidateSandboxId(bad).ok()) << bad;
+  }
+}
+
+TEST(NamesTest, Digests) {
+  std::string hex(64, 'a');
+  Result<std::string> r = DigestHex("sha256:" + hex);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, hex);
+  for (std::string bad : {hex, "sha256:" + hex.substr(1), "sha256:" + std::string(64, 'A'),
+                          "sha512:" + hex, "sha256:" + hex.substr(1) + "/", "sha256:../" + hex.substr(3)}) {
+    EXPECT_FALSE(DigestHex(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace space::storage

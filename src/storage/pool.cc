@@ -1,0 +1,187 @@
+// Pool: ties the mounted pool (pool_mount.cc), the storage backend (btrfs or overlay), the
+// template builders and the template index together.
+
+#include "storage/pool.h"
+
+#include <sys/stat.h>
+
+#include <mutex>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "storage/backend.h"
+#include "storage/digest.h"
+#include "storage/fs_util.h"
+#include "storage/names.h"
+#include "storage/pool_mount.h"
+#include "storage/template_builder.h"
+#include "storage/template_index.h"
+
+namespace space::storage {
+namespace {
+
+constexpr char kLog[] = "storage";
+constexpr char kScratchPrefix[] = "tmp-";
+constexpr char kTemplatePrefix[] = "sha256-";
+
+using TreeBuilder = std::function<Status(const std::string& dir, const ProgressFn& progress)>;
+
+class PoolImpl final : public Pool {
+ public:
+  PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend)
+      : templates_dir_(pool_dir + "/templates"),
+        sandboxes_dir_(pool_dir + "/sandboxes"),
+        index_path_(templates_dir_ + "/index.json"),
+        backend_(std::move(backend)) {}
+
+  // Recovers from a crash or reboot: drops half-built templates, remounts overlay roots.
+  Status Recover() {
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(templates_dir_));
+    for (const auto& n : names) {
+      if (n.rfind(kScratchPrefix, 0) != 0) continue;
+      LogInfo(kLog, "removing unfinished template build " + n);
+      RETURN_IF_ERROR(backend_->RemoveTree(templates_dir_ + "/" + n));
+    }
+    ASSIGN_OR_RETURN(std::vector<std::string> roots, ListRoots());
+    for (const auto& id : roots) {
+      Status st = backend_->RestoreRoot(templates_dir_, sandboxes_dir_ + "/" + id);
+      if (!st.ok()) LogWarn(kLog, "cannot restore root " + id + ": " + st.ToString());
+    }
+    return Status::Ok();
+  }
+
+  std::string kind() const override { return backend_->kind(); }
+
+  Result<TemplateInfo> EnsureTemplate(const std::string& name, const ProgressFn& progress) override {
+    RETURN_IF_ERROR(ValidateTemplateName(name));
+    TreeBuilder builder;
+    if (name == "busybox") builder = BuildBusyboxTree;
+    if (name == "base") builder = BuildBaseTree;
+    // Serialized: two concurrent Ensure("base") build once; the second finds the first's.
+    std::lock_guard<std::mutex> build(build_mu_);
+    Result<TemplateInfo> existing = GetTemplate(name);
+    if (existing.ok() || existing.status().code() != StatusCode::kNotFound || !builder) return existing;
+    return BuildLocked(name, builder, progress);
+  }
+
+  Result<TemplateInfo> ImportTemplate(const std::string& name, const std::string& dir_or_tarball,
+                                      const ProgressFn& progress) override {
+    RETURN_IF_ERROR(ValidateTemplateName(name));
+    if (dir_or_tarball.empty() || dir_or_tarball[0] != '/') {
+      return InvalidArgument("import source must be an absolute path");
+    }
+    std::lock_guard<std::mutex> build(build_mu_);
+    return BuildLocked(
+        name, [&](const std::string& dir, const ProgressFn& p) { return ImportTree(dir_or_tarball, dir, p); },
+        progress);
+  }
+
+  Result<std::vector<TemplateInfo>> ListTemplates() override {
+    std::lock_guard<std::mutex> lock(index_mu_);
+    ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
+    std::vector<TemplateInfo> out;
+    for (auto& [name, info] : index) out.push_back(WithPath(info));
+    return out;
+  }
+
+  Result<TemplateInfo> GetTemplate(const std::string& name) override {
+    RETURN_IF_ERROR(ValidateTemplateName(name));
+    std::lock_guard<std::mutex> lock(index_mu_);
+    ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
+    auto it = index.find(name);
+    if (it == index.end()) return NotFound("template '" + name + "' not found");
+    return WithPath(it->second);
+  }
+
+  Result<std::string> CreateRoot(const std::string& sandbox_id, const std::string& digest,
+                                 uint64_t disk_limit_bytes) override {
+    RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    ASSIGN_OR_RETURN(std::string hex, DigestHex(digest));
+    std::string tmpl = templates_dir_ + "/" + kTemplatePrefix + hex;
+    if (!PathExists(tmpl)) return NotFound("no template with digest " + digest);
+    std::string root_dir = sandboxes_dir_ + "/" + sandbox_id;
+    if (PathExists(root_dir)) return Conflict("root for sandbox " + sandbox_id + " already exists");
+    return backend_->CreateRoot(tmpl, root_dir, disk_limit_bytes);
+  }
+
+  Status DestroyRoot(const std::string& sandbox_id) override {
+    RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    return backend_->DestroyRoot(sandboxes_dir_ + "/" + sandbox_id);
+  }
+
+  std::string RootPath(const std::string& sandbox_id) const override {
+    return backend_->RootPath(sandboxes_dir_ + "/" + sandbox_id);
+  }
+
+  Result<std::vector<std::string>> ListRoots() override { return ListDir(sandboxes_dir_); }
+
+ private:
+  TemplateInfo WithPath(TemplateInfo info) const {
+    info.path = templates_dir_ + "/" + kTemplatePrefix + info.digest.substr(7);
+    return info;
+  }
+
+  // Builds into a scratch tree, pins it by digest and records `name` -> digest. Any failure
+  // removes the scratch tree. Requires build_mu_.
+  Result<TemplateInfo> BuildLocked(const std::string& name, const TreeBuilder& builder, const ProgressFn& progress) {
+    std::string scratch = templates_dir_ + "/" + kScratchPrefix + RandomHex(8);
+    RETURN_IF_ERROR(backend_->CreateScratch(scratch));
+    int64_t start = MonoNowNs();
+    Result<TemplateInfo> info = BuildInScratch(name, scratch, builder, progress);
+    if (!info.ok()) {
+      Status cleanup = backend_->RemoveTree(scratch);
+      if (!cleanup.ok()) LogError(kLog, "cleanup of " + scratch + ": " + cleanup.ToString());
+      return info.status().Annotate("build template " + name);
+    }
+    LogInfo(kLog, "template " + name + " = " + info->digest + " (" + std::to_string(info->size_bytes >> 20) +
+                      " MiB) in " + std::to_string((MonoNowNs() - start) / 1000000) + " ms");
+    return info;
+  }
+
+  Result<TemplateInfo> BuildInScratch(const std::string& name, const std::string& scratch,
+                                      const TreeBuilder& builder, const ProgressFn& progress) {
+    RETURN_IF_ERROR(builder(scratch, progress));
+    if (progress) progress("computing digest");
+    ASSIGN_OR_RETURN(TreeDigest d, DigestTree(scratch));
+    TemplateInfo info;
+    info.name = name;
+    info.digest = d.digest;
+    info.size_bytes = d.size_bytes;
+    info.created_at_ms = WallNowMs();
+    info = WithPath(info);
+    if (PathExists(info.path)) {
+      // Same content as an existing template (e.g. rebuilt or imported twice): share it.
+      RETURN_IF_ERROR(backend_->RemoveTree(scratch));
+    } else {
+      RETURN_IF_ERROR(backend_->Seal(scratch, info.path));
+    }
+    std::lock_guard<std::mutex> lock(index_mu_);
+    ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
+    index[name] = info;
+    index[name].path.clear();
+    RETURN_IF_ERROR(SaveTemplateIndex(index_path_, index));
+    return info;
+  }
+
+  const std::string templates_dir_;
+  const std::string sandboxes_dir_;
+  const std::string index_path_;
+  const std::unique_ptr<Backend> backend_;
+  std::mutex build_mu_;  // held for a whole template build
+  std::mutex index_mu_;  // guards index.json read-modify-write
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
+  ASSIGN_OR_RETURN(PoolMount m, MountPool(config));
+  std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
+  auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend));
+  RETURN_IF_ERROR(pool->Recover());
+  LogInfo(kLog, "pool " + m.pool_dir + " open, kind " + pool->kind() +
+                    (m.btrfs ? (m.quota_enabled ? ", quotas on" : ", quotas OFF") : ", disk limits not enforced"));
+  return std::unique_ptr<Pool>(std::move(pool));
+}
+
+}  // namespace space::storage

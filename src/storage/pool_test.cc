@@ -1,0 +1,464 @@
+// Pool tests against real kernels objects: a 2 GiB sparse loop-backed btrfs under /var/tmp
+// (ext4 here, so the loop path is what runs) and an overlay-kind pool. Root only; each test
+// unmounts its pool and checks that no loop device is left attached to its image.
+#include "storage/pool.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "common/syscall.h"
+#include "storage/digest.h"
+#include "storage/fs_util.h"
+#include "storage/subprocess.h"
+
+namespace space::storage {
+namespace {
+
+constexpr uint64_t kImageBytes = 2ull << 30;
+
+int MountCount(const std::string& mount_point) {
+  std::ifstream in("/proc/self/mountinfo");
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, mp;
+    f >> id >> parent >> devno >> root >> mp;
+    if (mp == mount_point) ++n;
+  }
+  return n;
+}
+
+// Loop devices whose backing file lies under `dir`.
+std::vector<std::string> LoopsBackedBy(const std::string& dir) {
+  std::vector<std::string> out;
+  Result<std::vector<std::string>> names = ListDir("/sys/block");
+  if (!names.ok()) return out;
+  for (const auto& n : *names) {
+    Result<std::string> backing = ReadFileToString("/sys/block/" + n + "/loop/backing_file");
+    if (backing.ok() && backing->rfind(dir, 0) == 0) out.push_back(n);
+  }
+  return out;
+}
+
+class PoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (loop devices, mounts, btrfs)";
+    char tmpl[] = "/var/tmp/space-pool-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+
+  void TearDown() override {
+    if (dir_.empty()) return;
+    pool_.reset();
+    std::string pool_dir = Config().data_dir + "/pool";
+    Result<std::vector<std::string>> roots = ListDir(pool_dir + "/sandboxes");
+    for (const auto& id : roots.ok() ? *roots : std::vector<std::string>{}) {
+      ::umount2((pool_dir + "/sandboxes/" + id + "/merged").c_str(), MNT_DETACH);
+    }
+    while (::umount2(pool_dir.c_str(), 0) == 0) {
+    }
+    EXPECT_EQ(MountCount(pool_dir), 0);
+    EXPECT_TRUE(RemoveTree(dir_).ok());
+    // AUTOCLEAR detaches the loop device on the final unmount.
+    EXPECT_EQ(LoopsBackedBy(dir_), std::vector<std::string>{});
+  }
+
+  PoolConfig Config(bool overlay = false) const {
+    PoolConfig c;
+    c.data_dir = dir_ + "/data";
+    c.loop_image_bytes = kImageBytes;
+    c.force_overlay = overlay;
+    return c;
+  }
+
+  Pool& Open(bool overlay = false) {
+    Result<std::unique_ptr<Pool>> p = Pool::Open(Config(overlay));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (p.ok()) pool_ = std::move(*p);
+    return *pool_;
+  }
+
+  TemplateInfo Busybox() {
+    Result<TemplateInfo> t = pool_->EnsureTemplate("busybox", nullptr);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : TemplateInfo{};
+  }
+
+  std::string dir_;
+  std::unique_ptr<Pool> pool_;
+};
+
+std::string ReadLink(const std::string& p) {
+  char buf[256];
+  ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
+  return n < 0 ? "" : std::string(buf, static_cast<size_t>(n));
+}
+
+TEST_F(PoolTest, OpenIsLoopBackedBtrfsAndReusedOnSecondOpen) {
+  Pool& p = Open();
+  ASSERT_TRUE(pool_);
+  EXPECT_EQ(p.kind(), "btrfs");
+  std::string pool_dir = Config().data_dir + "/pool";
+  EXPECT_EQ(MountCount(pool_dir), 1);
+  EXPECT_EQ(LoopsBackedBy(dir_).size(), 1u);
+  struct stat st;
+  ASSERT_EQ(::stat(pool_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  pool_.reset();
+  Open();
+  ASSERT_TRUE(pool_);
+  EXPECT_EQ(pool_->kind(), "btrfs");
+  EXPECT_EQ(MountCount(pool_dir), 1);  // reused, not stacked
+  EXPECT_EQ(LoopsBackedBy(dir_).size(), 1u);
+}
+
+TEST_F(PoolTest, ReopenAfterUnmountReusesImage) {
+  Open();
+  ASSERT_TRUE(pool_);
+  TemplateInfo t = Busybox();
+  pool_.reset();
+  std::string pool_dir = Config().data_dir + "/pool";
+  ASSERT_EQ(::umount2(pool_dir.c_str(), 0), 0);  // as after a reboot
+  Open();
+  ASSERT_TRUE(pool_);
+  EXPECT_EQ(pool_->kind(), "btrfs");
+  Result<TemplateInfo> again = pool_->GetTemplate("busybox");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->digest, t.digest);  // same filesystem: no new mkfs
+}
+
+TEST_F(PoolTest, BusyboxTemplate) {
+  Open();
+  ASSERT_TRUE(pool_);
+  EXPECT_EQ(pool_->GetTemplate("busybox").status().code(), StatusCode::kNotFound);  // Get never builds
+  std::vector<std::string> lines;
+  Result<TemplateInfo> t = pool_->EnsureTemplate("busybox", [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_FALSE(lines.empty());
+  EXPECT_EQ(t->name, "busybox");
+  EXPECT_GT(t->size_bytes, 500000u);
+
+  Result<TreeDigest> d1 = DigestTree(t->path);
+  Result<TreeDigest> d2 = DigestTree(t->path);
+  ASSERT_TRUE(d1.ok() && d2.ok());
+  EXPECT_EQ(d1->digest, t->digest);
+  EXPECT_EQ(d2->digest, t->digest);
+  Result<TemplateInfo> got = pool_->GetTemplate("busybox");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->digest, t->digest);
+  EXPECT_EQ(got->path, t->path);
+  Result<std::vector<TemplateInfo>> all = pool_->ListTemplates();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+
+  EXPECT_EQ(ReadLink(t->path + "/bin/sh"), "busybox");
+  struct stat st;
+  ASSERT_EQ(::stat((t->path + "/home/user").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1000u);
+  ASSERT_EQ(::stat((t->path + "/tmp").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u);
+  Result<std::string> passwd = ReadFileToString(t->path + "/etc/passwd");
+  ASSERT_TRUE(passwd.ok());
+  EXPECT_NE(passwd->find("user:x:1000:1000:user:/home/user:/bin/sh"), std::string::npos);
+  // Read-only subvolume.
+  EXPECT_EQ(::mkdir((t->path + "/new").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EROFS);
+
+  lines.clear();
+  Result<TemplateInfo> again = pool_->EnsureTemplate("busybox", [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->digest, t->digest);
+  EXPECT_TRUE(lines.empty());  // not rebuilt
+  Result<std::vector<std::string>> entries = ListDir(Config().data_dir + "/pool/templates");
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), 2u);  // index.json + sha256-<hex>: no scratch left
+}
+
+TEST_F(PoolTest, ConcurrentEnsureBuildsOnce) {
+  Open();
+  ASSERT_TRUE(pool_);
+  std::atomic<int> builds{0};
+  auto count = [&](const std::string& l) {
+    if (l == "busybox: done") ++builds;
+  };
+  Result<TemplateInfo> a = NotFound(""), b = NotFound("");
+  std::thread t1([&] { a = pool_->EnsureTemplate("busybox", count); });
+  std::thread t2([&] { b = pool_->EnsureTemplate("busybox", count); });
+  t1.join();
+  t2.join();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->digest, b->digest);
+  EXPECT_EQ(builds.load(), 1);
+}
+
+TEST_F(PoolTest, CreateWriteDestroyRoot) {
+  Open();
+  ASSERT_TRUE(pool_);
+  TemplateInfo t = Busybox();
+  Result<std::string> root = pool_->CreateRoot("sbx_1", t.digest, 0);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(*root, pool_->RootPath("sbx_1"));
+  EXPECT_TRUE(PathExists(*root + "/bin/busybox"));
+  EXPECT_EQ(ReadLink(*root + "/bin/sh"), "busybox");
+  ASSERT_TRUE(WriteFileAtomic(*root + "/etc/hostname", "changed\n", 0644).ok());
+  ASSERT_TRUE(WriteFileAtomic(*root + "/home/user/new", "x", 0644).ok());
+  EXPECT_EQ(::unlink((*root + "/bin/ls").c_str()), 0);
+  Result<TreeDigest> after = DigestTree(t.path);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->digest, t.digest);  // template untouched
+
+  EXPECT_EQ(pool_->CreateRoot("sbx_1", t.digest, 0).status().code(), StatusCode::kConflict);
+  EXPECT_EQ(pool_->CreateRoot("bad-id", t.digest, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool_->CreateRoot("sbx_2", "sha256:xyz", 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool_->CreateRoot("sbx_2", "sha256:" + std::string(64, '0'), 0).status().code(), StatusCode::kNotFound);
+
+  Result<std::vector<std::string>> roots = pool_->ListRoots();
+  ASSERT_TRUE(roots.ok());
+  EXPECT_EQ(*roots, std::vector<std::string>{"sbx_1"});
+  ASSERT_TRUE(pool_->DestroyRoot("sbx_1").ok());
+  EXPECT_FALSE(PathExists(*root));
+  EXPECT_TRUE(pool_->DestroyRoot("sbx_1").ok());  // idempotent
+  EXPECT_TRUE(pool_->DestroyRoot("never_existed").ok());
+  EXPECT_FALSE(pool_->DestroyRoot("../x").ok());
+  roots = pool_->ListRoots();
+  ASSERT_TRUE(roots.ok());
+  EXPECT_TRUE(roots->empty());
+}
+
+// Writes up to `max_bytes` in 1 MiB chunks with periodic fsync; returns the errno that
+// stopped it (0: all written) and the bytes written.
+std::pair<int, uint64_t> FillFile(const std::string& path, uint64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return {errno, 0};
+  UniqueFd file(fd);
+  std::string chunk(1 << 20, 'q');
+  uint64_t written = 0;
+  while (written < max_bytes) {
+    for (size_t i = 0; i < chunk.size(); i += 4096) chunk[i] = static_cast<char>(written >> 20);  // no dedup
+    Status st = WriteAll(file.get(), chunk);
+    if (!st.ok()) return {errno, written};
+    written += chunk.size();
+    if ((written & ((8 << 20) - 1)) == 0 && ::fsync(file.get()) != 0) return {errno, written};
+  }
+  if (::fsync(file.get()) != 0) return {errno, written};
+  return {0, written};
+}
+
+TEST_F(PoolTest, DiskLimitEnforcedByQgroup) {
+  Open();
+  ASSERT_TRUE(pool_);
+  TemplateInfo t = Busybox();
+  constexpr uint64_t kLimit = 32 << 20;
+  Result<std::string> root = pool_->CreateRoot("limited", t.digest, kLimit);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  auto [err_small, small] = FillFile(*root + "/small", 8 << 20);
+  EXPECT_EQ(err_small, 0) << strerror(err_small);
+  int err = 0;
+  uint64_t written = 0;
+  // Accounting of already-flushed extents lags a transaction commit: retry after syncfs.
+  for (int attempt = 0; attempt < 3 && err == 0; ++attempt) {
+    std::tie(err, written) = FillFile(*root + "/big" + std::to_string(attempt), 2 * kLimit);
+    int fd = ::open(root->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::syncfs(fd);
+    ::close(fd);
+  }
+  EXPECT_EQ(err, EDQUOT) << "wrote " << written << " bytes past a " << kLimit << " byte limit";
+  std::printf("qgroup limit %llu MiB: write stopped after %llu MiB with %s\n",
+              static_cast<unsigned long long>(kLimit >> 20), static_cast<unsigned long long>(written >> 20),
+              strerror(err));
+  // An unlimited sibling is unaffected.
+  Result<std::string> free_root = pool_->CreateRoot("unlimited", t.digest, 0);
+  ASSERT_TRUE(free_root.ok());
+  EXPECT_EQ(FillFile(*free_root + "/big", 2 * kLimit).first, 0);
+  EXPECT_TRUE(pool_->DestroyRoot("limited").ok());
+  EXPECT_TRUE(pool_->DestroyRoot("unlimited").ok());
+}
+
+TEST_F(PoolTest, CreateRootMedianLatency) {
+  Open();
+  ASSERT_TRUE(pool_);
+  TemplateInfo t = Busybox();
+  std::vector<int64_t> create_ns, destroy_ns;
+  for (int i = 0; i < 50; ++i) {
+    std::string id = "bench_" + std::to_string(i);
+    int64_t t0 = MonoNowNs();
+    Result<std::string> root = pool_->CreateRoot(id, t.digest, 1ull << 30);
+    int64_t t1 = MonoNowNs();
+    ASSERT_TRUE(root.ok()) << root.status().ToString();
+    ASSERT_TRUE(pool_->DestroyRoot(id).ok());
+    int64_t t2 = MonoNowNs();
+    create_ns.push_back(t1 - t0);
+    destroy_ns.push_back(t2 - t1);
+  }
+  std::sort(create_ns.begin(), create_ns.end());
+  std::sort(destroy_ns.begin(), destroy_ns.end());
+  std::printf("btrfs CreateRoot (snapshot + qgroup limit) median %.2f ms (p90 %.2f); DestroyRoot median %.2f ms\n",
+              create_ns[25] / 1e6, create_ns[45] / 1e6, destroy_ns[25] / 1e6);
+}
+
+TEST_F(PoolTest, OverlayFallback) {
+  Open(/*overlay=*/true);
+  ASSERT_TRUE(pool_);
+  EXPECT_EQ(pool_->kind(), "overlay");
+  EXPECT_TRUE(LoopsBackedBy(dir_).empty());
+  TemplateInfo t = Busybox();
+  Result<std::string> root = pool_->CreateRoot("ov_1", t.digest, 1 << 20);  // limit accepted, not enforced
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(*root, pool_->RootPath("ov_1"));
+  EXPECT_EQ(MountCount(*root), 1);
+  EXPECT_EQ(ReadLink(*root + "/bin/sh"), "busybox");
+  ASSERT_TRUE(WriteFileAtomic(*root + "/etc/hostname", "changed\n", 0644).ok());
+  Result<TreeDigest> after = DigestTree(t.path);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->digest, t.digest);
+
+  // After a reboot the overlay mount is gone; Open brings it back.
+  pool_.reset();
+  ASSERT_EQ(::umount2(root->c_str(), 0), 0);
+  Open(/*overlay=*/true);
+  ASSERT_TRUE(pool_);
+  EXPECT_EQ(MountCount(*root), 1);
+  Result<std::string> host = ReadFileToString(*root + "/etc/hostname");
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(*host, "changed\n");
+
+  ASSERT_TRUE(pool_->DestroyRoot("ov_1").ok());
+  EXPECT_EQ(MountCount(*root), 0);
+  EXPECT_FALSE(PathExists(Config().data_dir + "/pool/sandboxes/ov_1"));
+  EXPECT_TRUE(pool_->DestroyRoot("ov_1").ok());
+}
+
+class ImportTest : public PoolTest {
+ protected:
+  // A small tree with owners, modes and a symlink that must survive the import.
+  void MakeSource(const std::string& src) {
+    ASSERT_TRUE(MakeDirs(src + "/etc", 0755).ok());
+    ASSERT_EQ(::chmod(src.c_str(), 0755), 0);
+    ASSERT_TRUE(WriteFileAtomic(src + "/etc/motd", "hello\n", 0640).ok());
+    ASSERT_EQ(::chown((src + "/etc/motd").c_str(), 1000, 1000), 0);
+    ASSERT_EQ(::symlink("/etc/motd", (src + "/motd").c_str()), 0);
+  }
+};
+
+TEST_F(ImportTest, ImportDirectoryAndTarball) {
+  for (bool overlay : {false, true}) {
+    SCOPED_TRACE(overlay ? "overlay" : "btrfs");
+    pool_.reset();
+    Open(overlay);
+    ASSERT_TRUE(pool_);
+    std::string src = dir_ + "/src";
+    MakeSource(src);
+    Result<TreeDigest> want = DigestTree(src);
+    ASSERT_TRUE(want.ok());
+
+    Result<TemplateInfo> from_dir = pool_->ImportTemplate("mydir", src, nullptr);
+    ASSERT_TRUE(from_dir.ok()) << from_dir.status().ToString();
+    EXPECT_EQ(from_dir->digest, want->digest);
+
+    std::string tar = dir_ + "/src.tar.gz";
+    ASSERT_TRUE(RunProcess({{"/bin/tar", "--numeric-owner", "-czf", tar, "-C", src, "."}}, nullptr).ok());
+    Result<TemplateInfo> from_tar = pool_->ImportTemplate("mytar", tar, nullptr);
+    ASSERT_TRUE(from_tar.ok()) << from_tar.status().ToString();
+    EXPECT_EQ(from_tar->digest, want->digest);  // same tree, same pin
+    EXPECT_EQ(ReadLink(from_tar->path + "/motd"), "/etc/motd");
+
+    Result<std::string> root = pool_->CreateRoot("imp", from_tar->digest, 0);
+    ASSERT_TRUE(root.ok()) << root.status().ToString();
+    EXPECT_TRUE(PathExists(*root + "/etc/motd"));
+    EXPECT_TRUE(pool_->DestroyRoot("imp").ok());
+    Result<std::vector<TemplateInfo>> all = pool_->ListTemplates();
+    ASSERT_TRUE(all.ok());
+    EXPECT_EQ(all->size(), 2u);
+    ASSERT_TRUE(RemoveTree(src).ok());
+    ASSERT_TRUE(RemoveTree(tar).ok());
+    pool_.reset();
+    if (!overlay) {
+      ASSERT_EQ(::umount2((Config().data_dir + "/pool").c_str(), 0), 0);
+    }
+    ASSERT_TRUE(RemoveTree(Config().data_dir).ok());
+  }
+}
+
+TEST_F(ImportTest, BadNamesAndSourcesRejected) {
+  Open();
+  ASSERT_TRUE(pool_);
+  for (const char* bad : {"", "Bad", "a/b", "../x", "-x", "a b"}) {
+    EXPECT_EQ(pool_->ImportTemplate(bad, "/bin", nullptr).status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(pool_->EnsureTemplate(bad, nullptr).status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(pool_->GetTemplate(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(pool_->EnsureTemplate("nosuch", nullptr).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(pool_->GetTemplate("nosuch").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(pool_->ImportTemplate("rel", "relative/path", nullptr).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(pool_->ImportTemplate("missing", dir_ + "/does-not-exist", nullptr).ok());
+  std::string junk = dir_ + "/junk.tar";
+  ASSERT_TRUE(WriteFileAtomic(junk, "this is not a tarball", 0644).ok());
+  EXPECT_FALSE(pool_->ImportTemplate("junk", junk, nullptr).ok());
+  // Failed builds leave nothing behind.
+  Result<std::vector<std::string>> entries = ListDir(Config().data_dir + "/pool/templates");
+  ASSERT_TRUE(entries.ok());
+  EXPECT_TRUE(entries->empty()) << entries->front();
+}
+
+// Debian 12 base: debootstrap from the host's mirror, ~80 s and network. Opt in with
+// SPACE_SLOW_TESTS=1.
+TEST_F(PoolTest, BaseTemplateSlow) {
+  const char* slow = std::getenv("SPACE_SLOW_TESTS");
+  if (slow == nullptr || std::string(slow) != "1") GTEST_SKIP() << "set SPACE_SLOW_TESTS=1";
+  Open();
+  ASSERT_TRUE(pool_);
+  int lines = 0;
+  int64_t start = MonoNowNs();
+  Result<TemplateInfo> t = pool_->EnsureTemplate("base", [&](const std::string& l) {
+    if (++lines % 200 == 1 || l.find("debootstrap") != std::string::npos) std::printf("  | %s\n", l.c_str());
+  });
+  double secs = (MonoNowNs() - start) / 1e9;
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::printf("base template built in %.1f s, %d progress lines, %llu MiB, %s\n", secs, lines,
+              static_cast<unsigned long long>(t->size_bytes >> 20), t->digest.c_str());
+  Result<std::string> os = ReadFileToString(t->path + "/etc/os-release");
+  ASSERT_TRUE(os.ok());
+  EXPECT_NE(os->find("bookworm"), std::string::npos);
+  EXPECT_TRUE(PathExists(t->path + "/usr/bin/python3"));
+  EXPECT_TRUE(PathExists(t->path + "/usr/bin/git"));
+  EXPECT_TRUE(PathExists(t->path + "/usr/bin/curl"));
+  Result<std::string> passwd = ReadFileToString(t->path + "/etc/passwd");
+  ASSERT_TRUE(passwd.ok());
+  EXPECT_NE(passwd->find("user:x:1000:1000:user:/home/user:/bin/bash"), std::string::npos);
+  Result<std::string> shadow = ReadFileToString(t->path + "/etc/shadow");
+  ASSERT_TRUE(shadow.ok());
+  EXPECT_NE(shadow->find("\nuser:*:"), std::string::npos);
+  Result<std::vector<std::string>> debs = ListDir(t->path + "/var/cache/apt/archives");
+  ASSERT_TRUE(debs.ok());
+  for (const auto& n : *debs) {
+    EXPECT_EQ(n.find(".deb"), std::string::npos) << n;
+  }
+
+  int64_t c0 = MonoNowNs();
+  Result<std::string> root = pool_->CreateRoot("base_1", t->digest, 1ull << 30);
+  std::printf("CreateRoot from base: %.2f ms\n", (MonoNowNs() - c0) / 1e6);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  // The tree runs: chroot into it and ask python.
+  std::vector<std::string> out;
+  Status run = RunProcess({{"/usr/sbin/chroot", *root, "/usr/bin/python3", "-c", "print(6*7)"}},
+                          [&](const std::string& l) { out.push_back(l); });
+  EXPECT_TRUE(run.ok()) << run.ToString();
+  EXPECT_EQ(out, std::vector<std::string>{"42"});
+  EXPECT_TRUE(pool_->DestroyRoot("base_1").ok());
+}
+
+}  // namespace
+}  // namespace space::storage

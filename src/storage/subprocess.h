@@ -1,0 +1,27 @@
+// Runs a helper program (mkfs.btrfs, debootstrap, tar, cp) to completion without a shell,
+// streaming its combined stdout/stderr to a callback one line at a time.
+// Stateless and thread-safe; fork() in the child is followed only by async-signal-safe calls.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace space::storage {
+
+struct ProcessSpec {
+  std::vector<std::string> argv;  // argv[0] is an absolute path; no PATH search.
+  // Extra "KEY=value" entries on top of a minimal fixed environment (PATH, LC_ALL=C) plus the
+  // host's proxy variables, so a helper behaves the same however the node was started.
+  std::vector<std::string> env;
+};
+
+using LineFn = std::function<void(const std::string& line)>;
+
+// Runs the program and waits for it. OK only on exit status 0; otherwise the error names the
+// program, the exit status or signal, and the last lines it printed.
+Status RunProcess(const ProcessSpec& spec, const LineFn& on_line);
+
+}  // namespace space::storage

@@ -1,0 +1,75 @@
+// Schema of the store, as portable SQL (runs on SQLite and PostgreSQL): an ordered list of
+// migrations; the store records the number applied in schema_version.
+#pragma once
+
+#include <string_view>
+
+namespace space::store {
+
+inline constexpr std::string_view kMigrations[] = {
+    R"sql(
+CREATE TABLE sandboxes (
+  id TEXT PRIMARY KEY,
+  team TEXT NOT NULL,
+  state TEXT NOT NULL,
+  template_name TEXT NOT NULL,
+  template_digest TEXT NOT NULL,
+  runtime TEXT NOT NULL,
+  node TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  timeout_s BIGINT NOT NULL,
+  on_timeout TEXT NOT NULL,
+  metadata_json TEXT NOT NULL,
+  env_json TEXT NOT NULL,
+  egress_json TEXT NOT NULL,
+  resources_json TEXT NOT NULL,
+  timings_json TEXT NOT NULL,
+  uid_slot BIGINT NOT NULL,
+  error TEXT NOT NULL
+);
+CREATE INDEX sandboxes_team_state ON sandboxes (team, state);
+CREATE TABLE operations (
+  id TEXT PRIMARY KEY,
+  team TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  target TEXT NOT NULL,
+  state TEXT NOT NULL,
+  error TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  finished_at_ms BIGINT NOT NULL
+);
+CREATE INDEX operations_state ON operations (state);
+CREATE TABLE commands (
+  pid TEXT PRIMARY KEY,
+  sandbox TEXT NOT NULL,
+  cmd_json TEXT NOT NULL,
+  usr TEXT NOT NULL,
+  cwd TEXT NOT NULL,
+  started_at_ms BIGINT NOT NULL,
+  finished_at_ms BIGINT NOT NULL,
+  exit_code INTEGER,
+  sig TEXT NOT NULL,
+  stdout_bytes BIGINT NOT NULL,
+  stderr_bytes BIGINT NOT NULL
+);
+CREATE INDEX commands_sandbox ON commands (sandbox, started_at_ms);
+CREATE TABLE audit (
+  seq INTEGER PRIMARY KEY,
+  ts_ms BIGINT NOT NULL,
+  team TEXT NOT NULL,
+  sandbox TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  action TEXT NOT NULL,
+  detail_json TEXT NOT NULL
+);
+CREATE INDEX audit_team_kind ON audit (team, kind, seq);
+CREATE TABLE api_keys (
+  key_sha256 TEXT PRIMARY KEY,
+  team TEXT NOT NULL,
+  name TEXT NOT NULL
+);
+)sql",
+};
+
+}  // namespace space::store

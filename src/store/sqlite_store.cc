@@ -1,0 +1,373 @@
+// SQLite implementation of Store: one connection in WAL mode, serialized by a mutex.
+// Writes are small and rare next to sandbox work, so one connection is not a bottleneck.
+#include <sqlite3.h>
+
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/syscall.h"
+#include "store/migrations.h"
+#include "store/store.h"
+
+namespace space::store {
+namespace {
+
+using Value = std::variant<std::nullptr_t, int64_t, std::string>;
+
+// One prepared statement; finalized on destruction.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Status Bind(const std::vector<Value>& values) {
+    if (rc_ != SQLITE_OK) return Error("prepare");
+    for (size_t i = 0; i < values.size(); ++i) {
+      int idx = static_cast<int>(i + 1);
+      int rc = SQLITE_OK;
+      if (std::holds_alternative<std::nullptr_t>(values[i])) {
+        rc = sqlite3_bind_null(stmt_, idx);
+      } else if (auto* n = std::get_if<int64_t>(&values[i])) {
+        rc = sqlite3_bind_int64(stmt_, idx, *n);
+      } else {
+        const auto& s = std::get<std::string>(values[i]);
+        rc = sqlite3_bind_text(stmt_, idx, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+      }
+      if (rc != SQLITE_OK) return Error("bind");
+    }
+    return Status::Ok();
+  }
+  // True when a row is available.
+  Result<bool> Step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return Error("step");
+  }
+  std::string Text(int col) {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  bool IsNull(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+ private:
+  Status Error(const char* what) { return Internal(std::string("sqlite ") + what + ": " + sqlite3_errmsg(db_)); }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+constexpr char kSandboxCols[] =
+    "id, team, state, template_name, template_digest, runtime, node, created_at_ms, expires_at_ms, "
+    "timeout_s, on_timeout, metadata_json, env_json, egress_json, resources_json, timings_json, uid_slot, error";
+
+SandboxRecord ReadSandbox(Stmt& s) {
+  SandboxRecord r;
+  r.id = s.Text(0);
+  r.team = s.Text(1);
+  r.state = s.Text(2);
+  r.template_name = s.Text(3);
+  r.template_digest = s.Text(4);
+  r.runtime = s.Text(5);
+  r.node = s.Text(6);
+  r.created_at_ms = s.Int(7);
+  r.expires_at_ms = s.Int(8);
+  r.timeout_s = s.Int(9);
+  r.on_timeout = s.Text(10);
+  r.metadata_json = s.Text(11);
+  r.env_json = s.Text(12);
+  r.egress_json = s.Text(13);
+  r.resources_json = s.Text(14);
+  r.timings_json = s.Text(15);
+  r.uid_slot = s.Int(16);
+  r.error = s.Text(17);
+  return r;
+}
+
+OperationRecord ReadOperation(Stmt& s) {
+  OperationRecord r;
+  r.id = s.Text(0);
+  r.team = s.Text(1);
+  r.kind = s.Text(2);
+  r.target = s.Text(3);
+  r.state = s.Text(4);
+  r.error = s.Text(5);
+  r.created_at_ms = s.Int(6);
+  r.finished_at_ms = s.Int(7);
+  return r;
+}
+
+class SqliteStore : public Store {
+ public:
+  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  ~SqliteStore() override { sqlite3_close_v2(db_); }
+
+  Status Init() {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(ExecLocked("PRAGMA journal_mode=WAL"));
+    RETURN_IF_ERROR(ExecLocked("PRAGMA synchronous=NORMAL"));
+    RETURN_IF_ERROR(ExecLocked("PRAGMA busy_timeout=5000"));
+    RETURN_IF_ERROR(ExecLocked("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
+    int64_t version = 0;
+    {
+      Stmt s(db_, "SELECT version FROM schema_version");
+      RETURN_IF_ERROR(s.Bind({}));
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (row) {
+        version = s.Int(0);
+      } else {
+        RETURN_IF_ERROR(RunLocked("INSERT INTO schema_version (version) VALUES (0)", {}));
+      }
+    }
+    constexpr int64_t kCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
+    if (version > kCount) {
+      return Internal("store schema version " + std::to_string(version) + " is newer than this binary knows");
+    }
+    for (int64_t v = version; v < kCount; ++v) {
+      RETURN_IF_ERROR(ExecLocked("BEGIN"));
+      Status st = ExecLocked(std::string(kMigrations[v]));
+      if (st.ok()) st = RunLocked("UPDATE schema_version SET version = ?", {v + 1});
+      if (!st.ok()) {
+        (void)ExecLocked("ROLLBACK");
+        return st.Annotate("migration " + std::to_string(v + 1));
+      }
+      RETURN_IF_ERROR(ExecLocked("COMMIT"));
+    }
+    return Status::Ok();
+  }
+
+  Status PutSandbox(const SandboxRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked(std::string("INSERT INTO sandboxes (") + kSandboxCols +
+                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
+                         "state = excluded.state, template_digest = excluded.template_digest, "
+                         "node = excluded.node, expires_at_ms = excluded.expires_at_ms, "
+                         "timeout_s = excluded.timeout_s, metadata_json = excluded.metadata_json, "
+                         "egress_json = excluded.egress_json, resources_json = excluded.resources_json, "
+                         "timings_json = excluded.timings_json, uid_slot = excluded.uid_slot, "
+                         "error = excluded.error",
+                     {r.id, r.team, r.state, r.template_name, r.template_digest, r.runtime, r.node,
+                      r.created_at_ms, r.expires_at_ms, r.timeout_s, r.on_timeout, r.metadata_json, r.env_json,
+                      r.egress_json, r.resources_json, r.timings_json, r.uid_slot, r.error});
+  }
+
+  Result<SandboxRecord> GetSandbox(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, std::string("SELECT ") + kSandboxCols + " FROM sandboxes WHERE id = ?");
+    RETURN_IF_ERROR(s.Bind({id}));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("sandbox " + id + " not found");
+    return ReadSandbox(s);
+  }
+
+  Result<std::vector<SandboxRecord>> ListSandboxes(const SandboxFilter& f) override {
+    std::string sql = std::string("SELECT ") + kSandboxCols + " FROM sandboxes WHERE team = ? AND id > ?";
+    std::vector<Value> args = {f.team, f.after_id};
+    if (f.state) {
+      sql += " AND state = ?";
+      args.emplace_back(*f.state);
+    } else if (!f.include_destroyed) {
+      sql += " AND state <> 'destroyed'";
+    }
+    sql += " ORDER BY id";
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, sql);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<SandboxRecord> out;
+    // Metadata filters are applied on the JSON text by the caller-visible contract "all must
+    // match"; done here in C++ to keep the SQL portable (no JSON operators).
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row || static_cast<int>(out.size()) >= f.limit) break;
+      out.push_back(ReadSandbox(s));
+    }
+    return out;
+  }
+
+  Result<std::vector<SandboxRecord>> ListLiveSandboxes() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, std::string("SELECT ") + kSandboxCols +
+                    " FROM sandboxes WHERE state NOT IN ('destroyed', 'failed') ORDER BY id");
+    RETURN_IF_ERROR(s.Bind({}));
+    std::vector<SandboxRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(ReadSandbox(s));
+    }
+    return out;
+  }
+
+  Status PutOperation(const OperationRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked(
+        "INSERT INTO operations (id, team, kind, target, state, error, created_at_ms, finished_at_ms) "
+        "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+        "error = excluded.error, finished_at_ms = excluded.finished_at_ms",
+        {r.id, r.team, r.kind, r.target, r.state, r.error, r.created_at_ms, r.finished_at_ms});
+  }
+
+  Result<OperationRecord> GetOperation(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT id, team, kind, target, state, error, created_at_ms, finished_at_ms FROM operations "
+                "WHERE id = ?");
+    RETURN_IF_ERROR(s.Bind({id}));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("operation " + id + " not found");
+    return ReadOperation(s);
+  }
+
+  Result<std::vector<OperationRecord>> ListUnfinishedOperations() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT id, team, kind, target, state, error, created_at_ms, finished_at_ms FROM operations "
+                "WHERE state IN ('pending', 'running') ORDER BY created_at_ms");
+    RETURN_IF_ERROR(s.Bind({}));
+    std::vector<OperationRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(ReadOperation(s));
+    }
+    return out;
+  }
+
+  Status PutCommand(const CommandRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Value exit = r.exit_code ? Value(static_cast<int64_t>(*r.exit_code)) : Value(nullptr);
+    return RunLocked(
+        "INSERT INTO commands (pid, sandbox, cmd_json, usr, cwd, started_at_ms, finished_at_ms, exit_code, sig, "
+        "stdout_bytes, stderr_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (pid) DO UPDATE SET "
+        "finished_at_ms = excluded.finished_at_ms, exit_code = excluded.exit_code, sig = excluded.sig, "
+        "stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes",
+        {r.pid, r.sandbox, r.cmd_json, r.user, r.cwd, r.started_at_ms, r.finished_at_ms, exit, r.signal,
+         r.stdout_bytes, r.stderr_bytes});
+  }
+
+  Result<std::vector<CommandRecord>> ListCommands(const std::string& sandbox) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT pid, sandbox, cmd_json, usr, cwd, started_at_ms, finished_at_ms, exit_code, sig, "
+                "stdout_bytes, stderr_bytes FROM commands WHERE sandbox = ? ORDER BY started_at_ms, pid");
+    RETURN_IF_ERROR(s.Bind({sandbox}));
+    std::vector<CommandRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      CommandRecord r;
+      r.pid = s.Text(0);
+      r.sandbox = s.Text(1);
+      r.cmd_json = s.Text(2);
+      r.user = s.Text(3);
+      r.cwd = s.Text(4);
+      r.started_at_ms = s.Int(5);
+      r.finished_at_ms = s.Int(6);
+      if (!s.IsNull(7)) r.exit_code = static_cast<int>(s.Int(7));
+      r.signal = s.Text(8);
+      r.stdout_bytes = s.Int(9);
+      r.stderr_bytes = s.Int(10);
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  Status AppendAudit(const AuditEvent& e) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("INSERT INTO audit (ts_ms, team, sandbox, kind, action, detail_json) VALUES (?,?,?,?,?,?)",
+                     {e.ts_ms, e.team, e.sandbox, e.kind, e.action, e.detail_json});
+  }
+
+  Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& f) override {
+    std::string sql = "SELECT seq, ts_ms, team, sandbox, kind, action, detail_json FROM audit WHERE team = ?";
+    std::vector<Value> args = {f.team};
+    if (!f.sandbox.empty()) {
+      sql += " AND sandbox = ?";
+      args.emplace_back(f.sandbox);
+    }
+    if (!f.kind.empty()) {
+      sql += " AND kind = ?";
+      args.emplace_back(f.kind);
+    }
+    sql += " ORDER BY seq DESC LIMIT ?";
+    args.emplace_back(static_cast<int64_t>(f.limit));
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, sql);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<AuditEvent> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      AuditEvent e;
+      e.seq = s.Int(0);
+      e.ts_ms = s.Int(1);
+      e.team = s.Text(2);
+      e.sandbox = s.Text(3);
+      e.kind = s.Text(4);
+      e.action = s.Text(5);
+      e.detail_json = s.Text(6);
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
+  Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("INSERT INTO api_keys (key_sha256, team, name) VALUES (?,?,?) ON CONFLICT (key_sha256) "
+                     "DO UPDATE SET team = excluded.team, name = excluded.name",
+                     {key_sha256, team, name});
+  }
+
+  Result<std::string> TeamForApiKey(const std::string& key_sha256) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT team FROM api_keys WHERE key_sha256 = ?");
+    RETURN_IF_ERROR(s.Bind({key_sha256}));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("unknown API key");
+    return s.Text(0);
+  }
+
+ private:
+  Status ExecLocked(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      return Internal("sqlite exec: " + msg);
+    }
+    return Status::Ok();
+  }
+  Status RunLocked(const std::string& sql, const std::vector<Value>& args) {
+    Stmt s(db_, sql);
+    RETURN_IF_ERROR(s.Bind(args));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    (void)row;
+    return Status::Ok();
+  }
+
+  std::mutex mu_;
+  sqlite3* db_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close_v2(db);
+    return Unavailable("open store " + path + ": " + msg);
+  }
+  auto store = std::make_unique<SqliteStore>(db);
+  RETURN_IF_ERROR(store->Init().Annotate("open store " + path));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace space::store

@@ -1,0 +1,119 @@
+// Store: durable desired and observed state of SPACE objects behind a small interface.
+//
+// The embedded implementation is SQLite (sqlite_store.cc); a PostgreSQL one can sit behind the
+// same interface, so the SQL stays portable (no SQLite-only syntax beyond the driver).
+// Nested values (metadata, resources, timings...) travel as JSON text the store never parses.
+// Implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace space::store {
+
+struct SandboxRecord {
+  std::string id;
+  std::string team;
+  std::string state;            // creating|running|...|destroyed|failed
+  std::string template_name;
+  std::string template_digest;
+  std::string runtime;          // "ns"
+  std::string node;
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+  int64_t timeout_s = 0;
+  std::string on_timeout;       // destroy|suspend
+  std::string metadata_json = "{}";
+  std::string env_json = "{}";
+  std::string egress_json = "[]";
+  std::string resources_json = "{}";
+  std::string timings_json = "{}";
+  int64_t uid_slot = -1;        // host uid range index while the sandbox holds one
+  std::string error;            // why it failed, when state == failed
+};
+
+struct SandboxFilter {
+  std::string team;                       // required
+  std::optional<std::string> state;
+  std::vector<std::pair<std::string, std::string>> metadata;  // all must match
+  std::string after_id;                   // page token: ids sort ascending
+  int limit = 100;
+  bool include_destroyed = false;
+};
+
+struct OperationRecord {
+  std::string id;
+  std::string team;
+  std::string kind;      // create|destroy|...
+  std::string target;    // sandbox id
+  std::string state;     // pending|running|succeeded|failed
+  std::string error;
+  int64_t created_at_ms = 0;
+  int64_t finished_at_ms = 0;
+};
+
+struct CommandRecord {
+  std::string pid;        // proc_...
+  std::string sandbox;
+  std::string cmd_json;   // ["argv0", ...]
+  std::string user;
+  std::string cwd;
+  int64_t started_at_ms = 0;
+  int64_t finished_at_ms = 0;      // 0 while running
+  std::optional<int> exit_code;
+  std::string signal;              // "SIGKILL" or empty
+  int64_t stdout_bytes = 0;
+  int64_t stderr_bytes = 0;
+};
+
+struct AuditEvent {
+  int64_t seq = 0;        // assigned by the store
+  int64_t ts_ms = 0;
+  std::string team;
+  std::string sandbox;
+  std::string kind;       // lifecycle|exec|egress|credential
+  std::string action;     // create|destroy|exec|...
+  std::string detail_json = "{}";
+};
+
+struct AuditFilter {
+  std::string team;
+  std::string sandbox;
+  std::string kind;
+  int limit = 100;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual Status PutSandbox(const SandboxRecord& r) = 0;  // insert or replace
+  virtual Result<SandboxRecord> GetSandbox(const std::string& id) = 0;  // not_found
+  virtual Result<std::vector<SandboxRecord>> ListSandboxes(const SandboxFilter& f) = 0;
+  // Every sandbox not yet destroyed, any team: what the reconciler converges.
+  virtual Result<std::vector<SandboxRecord>> ListLiveSandboxes() = 0;
+
+  virtual Status PutOperation(const OperationRecord& r) = 0;
+  virtual Result<OperationRecord> GetOperation(const std::string& id) = 0;
+  virtual Result<std::vector<OperationRecord>> ListUnfinishedOperations() = 0;
+
+  virtual Status PutCommand(const CommandRecord& r) = 0;
+  virtual Result<std::vector<CommandRecord>> ListCommands(const std::string& sandbox) = 0;
+
+  virtual Status AppendAudit(const AuditEvent& e) = 0;
+  virtual Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& f) = 0;  // newest first
+
+  // API keys are stored as SHA-256 hex of the key; the key itself never is.
+  virtual Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) = 0;
+  virtual Result<std::string> TeamForApiKey(const std::string& key_sha256) = 0;  // not_found
+};
+
+// Opens (creating and migrating) the SQLite database at `path`.
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
+
+}  // namespace space::store

@@ -1,0 +1,173 @@
+"""Starts a real `space dev` on port 0 with its own data dir and talks to it over HTTP.
+
+Standard library only. Used by every integration test and by run_contract.py.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+SPACE_BIN = os.environ.get("SPACE_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin/space"))
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+class Server:
+    """One `space dev` process. `data_dir=None` makes a temporary one, removed by cleanup()."""
+
+    def __init__(self, data_dir=None):
+        self.owns_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="space-it-", dir="/var/tmp")
+        self.proc = None
+        self.url = None
+        self.key = None
+        self.log_path = os.path.join(self.data_dir, "server.log")
+
+    def start(self, timeout=60):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir],
+            stdout=subprocess.PIPE, stderr=log, text=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("space dev exited: " + self.log_tail())
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                self.url = m.group(1)
+                break
+        else:
+            raise RuntimeError("space dev did not start: " + self.log_tail())
+        with open(os.path.join(self.data_dir, "api-key")) as f:
+            self.key = f.read().strip()
+        return self
+
+    def log_tail(self, n=4000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def env(self):
+        return dict(os.environ, SPACE_URL=self.url, SPACE_API_KEY=self.key)
+
+    def call(self, method, path, body=None, raw=None, accept=None, key=True, timeout=120, headers=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if key:
+            req.add_header("Authorization", "Bearer " + self.key)
+        if body is not None:
+            req.add_header("Content-Type", "application/json")
+        if accept:
+            req.add_header("Accept", accept)
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def json(self, method, path, body=None, **kw):
+        st, _, b = self.call(method, path, body, **kw)
+        try:
+            return st, json.loads(b) if b else None
+        except ValueError:
+            return st, b
+
+    def create(self, template="busybox", **extra):
+        st, d = self.json("POST", "/v1/sandboxes?wait=true", {"template": template, **extra})
+        if st != 201:
+            raise AssertionError("create failed: %s %s\n%s" % (st, d, self.log_tail()))
+        return d["sandbox"]["id"]
+
+    def exec(self, sid, cmd, **kw):
+        st, d = self.json("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": cmd, **kw})
+        return st, d
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def cleanup(self):
+        """Stops the server and, for a temporary data dir, unmounts its pool (the loop device
+        frees itself) and removes the dir."""
+        self.stop()
+        if not self.owns_dir:
+            return
+        pool = os.path.join(self.data_dir, "pool")
+        if os.path.ismount(pool):
+            subprocess.run(["umount", pool], check=False)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def sse_events(raw):
+    """Parses an SSE body into [(event, data_dict)]."""
+    out, name, data = [], None, ""
+    for line in raw.decode(errors="replace").splitlines():
+        if line.startswith("event:"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("data:"):
+            data += line.split(":", 1)[1].strip()
+        elif line == "" and name:
+            out.append((name, json.loads(data) if data else None))
+            name, data = None, ""
+    if name:
+        out.append((name, json.loads(data) if data else None))
+    return out
+
+
+def space_cgroups(sid=None):
+    """Sandbox cgroup dirs left on the host (all hierarchies)."""
+    found = []
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if not os.path.isdir(root):
+            continue
+        for h in os.listdir(root):
+            d = os.path.join(root, h, "space")
+            if os.path.isdir(d):
+                for leaf in os.listdir(d):
+                    if leaf.startswith("sbx_") and (sid is None or leaf == sid):
+                        found.append(os.path.join(d, leaf))
+        d = os.path.join(root, "space")
+        if os.path.isdir(d):
+            for leaf in os.listdir(d):
+                if leaf.startswith("sbx_") and (sid is None or leaf == sid):
+                    found.append(os.path.join(d, leaf))
+    return found
+
+
+def processes_with_uid_at_least(uid):
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) >= uid:
+                            out.append(int(pid))
+                        break
+        except OSError:
+            pass
+    return out

@@ -1,0 +1,94 @@
+"""kill -9 of `space dev` at several moments, then restart: every sandbox is running again or
+cleanly gone, and nothing is left behind (cgroups, processes, mounts, loop devices)."""
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Server, is_root, processes_with_uid_at_least, space_cgroups  # noqa: E402
+
+
+def loop_devices_for(path):
+    out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if path in l]
+
+
+def mounts_under(path):
+    with open("/proc/self/mountinfo") as f:
+        return [l.split()[4] for l in f if l.split()[4].startswith(path)]
+
+
+@unittest.skipUnless(is_root(), "needs root")
+class CrashTest(unittest.TestCase):
+    def setUp(self):
+        self.s = Server().start()
+
+    def tearDown(self):
+        self.s.cleanup()
+
+    def sandbox_cgroups(self):
+        return sorted({os.path.basename(p) for p in space_cgroups()})
+
+    def test_kill9_while_running_then_restart(self):
+        keep = self.s.create()
+        self.s.exec(keep, ["sh", "-c", "echo persisted > /root/f"])
+        gone = self.s.create()
+        self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % gone)
+        # A create that is in flight when the server dies.
+        self.s.call("POST", "/v1/sandboxes", {"template": "busybox"})
+        self.s.kill9()
+        # The sandboxes lost their channel: their processes end.
+        for _ in range(100):
+            if not [p for p in processes_with_uid_at_least(1 << 20)]:
+                break
+            time.sleep(0.05)
+
+        self.s.start()
+        st, d = self.s.json("GET", "/v1/sandboxes/" + keep)
+        self.assertEqual(d["state"], "running", d)
+        st, d = self.s.exec(keep, ["cat", "/root/f"])
+        self.assertEqual(d["stdout"], "persisted\n")
+        st, lst = self.s.json("GET", "/v1/sandboxes")
+        states = {x["id"]: x["state"] for x in lst["sandboxes"]}
+        for sid, state in states.items():
+            self.assertIn(state, ("running", "failed"), states)
+        running = sorted(s for s, st in states.items() if st == "running")
+        self.assertEqual(self.sandbox_cgroups(), running)
+        # Only the pool is mounted under the data dir; roots on disk match running sandboxes.
+        self.assertEqual(mounts_under(self.s.data_dir), [os.path.join(self.s.data_dir, "pool")])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.s.data_dir, "pool", "sandboxes"))), running)
+        self.assertLessEqual(len(loop_devices_for(self.s.data_dir)), 1)
+
+        for sid in running:
+            self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        self.assertEqual(self.sandbox_cgroups(), [])
+        self.assertEqual(os.listdir(os.path.join(self.s.data_dir, "pool", "sandboxes")), [])
+
+    def test_kill9_at_several_moments_of_create(self):
+        for delay in (0.0, 0.002, 0.01, 0.05):
+            self.s.call("POST", "/v1/sandboxes", {"template": "busybox"})
+            time.sleep(delay)
+            self.s.kill9()
+            self.s.start()
+        st, lst = self.s.json("GET", "/v1/sandboxes")
+        running = sorted(x["id"] for x in lst["sandboxes"] if x["state"] == "running")
+        for x in lst["sandboxes"]:
+            self.assertIn(x["state"], ("running", "failed", "creating"), x)
+        # Give creates accepted after the last restart time to finish.
+        for _ in range(100):
+            st, lst = self.s.json("GET", "/v1/sandboxes")
+            if all(x["state"] != "creating" for x in lst["sandboxes"]):
+                break
+            time.sleep(0.05)
+        running = sorted(x["id"] for x in lst["sandboxes"] if x["state"] == "running")
+        self.assertEqual(self.sandbox_cgroups(), running)
+        self.s.stop()
+        self.s.proc = None
+        # After a clean stop nothing of the sandboxes runs.
+        self.assertEqual(processes_with_uid_at_least(1 << 20), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

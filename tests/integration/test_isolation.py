@@ -1,0 +1,98 @@
+"""Isolation checks run inside a real sandbox: what the sandbox can see and do."""
+import os
+import socket
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Server, is_root  # noqa: E402
+
+
+@unittest.skipUnless(is_root(), "needs root")
+class IsolationTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Server().start()
+        cls.sid = cls.s.create()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.cleanup()
+
+    def sh(self, script, **kw):
+        st, d = self.s.exec(self.sid, ["sh", "-c", script], **kw)
+        self.assertEqual(st, 200, d)
+        return d
+
+    def test_host_processes_invisible(self):
+        pids = self.sh("ls /proc | grep -E '^[0-9]+$'")["stdout"].split()
+        self.assertIn("1", pids)
+        self.assertLess(len(pids), 10, pids)  # spaced, sh, ls, grep: not the host's hundreds
+        comm = self.sh("cat /proc/1/comm")["stdout"].strip()
+        self.assertEqual(comm, "spaced")
+
+    def test_host_files_unreachable(self):
+        marker = "/tmp/space-isolation-%d" % os.getpid()
+        open(marker, "w").close()
+        try:
+            self.assertNotEqual(self.sh("test -e %s; echo $?" % marker)["stdout"], "0\n")
+            # The host root is not mounted anywhere inside.
+            mounts = self.sh("cat /proc/self/mounts")["stdout"]
+            self.assertNotIn("/var/lib/space", mounts)
+            self.assertNotIn(self.s.data_dir, mounts)
+        finally:
+            os.unlink(marker)
+
+    def test_no_network(self):
+        ifaces = [l.split(":")[0].strip() for l in self.sh("cat /proc/net/dev")["stdout"].splitlines()[2:]]
+        self.assertEqual(ifaces, ["lo"])
+        # The API port on the host's loopback is not the sandbox's loopback.
+        port = self.s.url.rsplit(":", 1)[1]
+        d = self.sh("nc -w 1 127.0.0.1 %s </dev/null; echo rc=$?" % port)
+        self.assertIn("rc=1", d["stdout"])
+        d = self.sh("ping -c 1 -W 1 10.0.2.2 2>&1; echo rc=$?")
+        self.assertNotIn("rc=0", d["stdout"])
+
+    def test_root_is_not_host_root(self):
+        uid_map = self.sh("cat /proc/self/uid_map")["stdout"].split()
+        self.assertEqual(uid_map[0], "0")
+        self.assertGreaterEqual(int(uid_map[1]), 1 << 20)  # sandbox root is a high host uid
+        self.assertEqual(self.sh("id -u")["stdout"], "0\n")
+        # Root inside cannot touch what the host owns: /proc/sys is read-only, sysfs too.
+        self.assertIn("rc=1", self.sh("echo 1 > /proc/sys/kernel/sysrq; echo rc=$?")["stdout"])
+        self.assertIn("rc=1", self.sh("touch /sys/x 2>/dev/null; echo rc=$?")["stdout"])
+
+    def test_masked_proc_paths(self):
+        self.assertEqual(self.sh("wc -c < /proc/kcore")["stdout"].strip(), "0")
+
+    def test_seccomp_refusals(self):
+        # A new user namespace is refused (and with it most kernel attack surface).
+        d = self.sh("unshare -U true 2>&1; echo rc=$?")
+        self.assertNotIn("rc=0", d["stdout"])
+        d = self.sh("grep -E 'Seccomp|NoNewPrivs' /proc/self/status")
+        self.assertIn("NoNewPrivs:\t1", d["stdout"])
+        self.assertIn("Seccomp:\t2", d["stdout"])
+
+    def test_unprivileged_user_has_no_capabilities(self):
+        d = self.sh("grep -E 'Cap(Eff|Bnd|Prm)' /proc/self/status", user="user")
+        for line in d["stdout"].splitlines():
+            self.assertTrue(line.endswith("0000000000000000"), line)
+        self.assertIn("rc=1", self.sh("touch /root/x 2>/dev/null; echo rc=$?", user="user")["stdout"])
+
+    def test_memory_limit(self):
+        sid = self.s.create(memory_mb=64)
+        # A shell variable of 150 MB must not fit in 64 MB: the allocation is killed.
+        st, d = self.s.exec(sid, ["sh", "-c", "x=$(head -c 150000000 /dev/zero | tr '\\0' a); echo survived"],
+                            timeout_s=60)
+        self.assertNotEqual(d.get("stdout"), "survived\n", d)
+
+    def test_pids_limit_and_fork_bomb_contained(self):
+        d = self.sh("for i in $(seq 1 3000); do sleep 5 & done 2>/dev/null; ls /proc | grep -c '^[0-9]'",
+                    timeout_s=30)
+        self.assertLessEqual(int(d["stdout"].strip()), 1024 + 4)  # pids.max holds
+        self.assertEqual(self.s.call("GET", "/healthz", key=False)[0], 200)
+        self.sh("kill -9 -1 2>/dev/null; true")
+
+
+if __name__ == "__main__":
+    unittest.main()
