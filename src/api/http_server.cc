@@ -4,6 +4,10 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <sys/socket.h>
+
+#include <chrono>
+
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -82,10 +86,27 @@ Status ParseTarget(std::string_view target, Request* req) {
   return Status::Ok();
 }
 
-void SendRaw(tcp::socket& socket, int status, const Status& st) {
+void SendRaw(tcp::socket& socket, const Status& st) {
   BeastResponder r(socket, false);
   r.SendError(st);
-  (void)status;
+}
+
+// After refusing a request whose body is still arriving, read and drop what the client keeps
+// sending (bounded in bytes and time) before closing: closing with unread data makes the
+// kernel reset the connection, and the client would lose the 413 it was sent.
+void DrainAndClose(tcp::socket& socket) {
+  beast::error_code ec;
+  socket.shutdown(tcp::socket::shutdown_send, ec);
+  timeval tv{2, 0};
+  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[65536];
+  size_t total = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (total < (256u << 20) && std::chrono::steady_clock::now() < deadline) {
+    ssize_t n = ::recv(socket.native_handle(), buf, sizeof buf, 0);
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace
@@ -116,11 +137,14 @@ Result<uint16_t> HttpServer::Start() {
 void HttpServer::Stop() {
   if (stopping_.exchange(true)) return;
   if (acceptor_) {
-    beast::error_code ec;
-    acceptor_->cancel(ec);
-    acceptor_->close(ec);
+    // close() does not wake a thread blocked in accept(); shutdown() does (EINVAL).
+    ::shutdown(acceptor_->native_handle(), SHUT_RDWR);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  if (acceptor_) {
+    beast::error_code ec;
+    acceptor_->close(ec);
+  }
 }
 
 void HttpServer::AcceptLoop() {
@@ -135,7 +159,7 @@ void HttpServer::AcceptLoop() {
       continue;
     }
     if (connections_.load() >= config_.max_connections) {
-      SendRaw(socket, 503, Unavailable("too many connections; retry shortly"));
+      SendRaw(socket, Unavailable("too many connections; retry shortly"));
       continue;
     }
     ++connections_;
@@ -157,15 +181,16 @@ void HttpServer::Serve(tcp::socket socket) {
     http::read(socket, buffer, parser, ec);
     if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) return;
     if (ec == http::error::body_limit) {
-      SendRaw(socket, 413, PayloadTooLarge("request body exceeds " + std::to_string(config_.max_body_bytes) + " bytes"));
+      SendRaw(socket, PayloadTooLarge("request body exceeds " + std::to_string(config_.max_body_bytes) + " bytes"));
+      DrainAndClose(socket);
       return;
     }
     if (ec == http::error::header_limit) {
-      SendRaw(socket, 413, PayloadTooLarge("request headers exceed " + std::to_string(config_.max_header_bytes) + " bytes"));
+      SendRaw(socket, PayloadTooLarge("request headers exceed " + std::to_string(config_.max_header_bytes) + " bytes"));
       return;
     }
     if (ec) {
-      SendRaw(socket, 400, InvalidArgument("malformed HTTP request: " + ec.message()));
+      SendRaw(socket, InvalidArgument("malformed HTTP request: " + ec.message()));
       return;
     }
     auto& msg = parser.get();

@@ -90,12 +90,18 @@ Status Client::Stream(const std::string& method, const std::string& target, cons
     req.set(http::field::accept, "text/event-stream");
     http::write(stream, req);
     beast::flat_buffer buffer;
-    http::response_parser<http::buffer_body> parser;
-    parser.body_limit(boost::none);
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(16u << 20);
     http::read_header(stream, buffer, parser);
     int status = static_cast<int>(parser.get().result_int());
-    std::string pending;
-    char chunk[16384];
+    if (status >= 300) {
+      // Errors are ordinary JSON bodies with a Content-Length.
+      http::read(stream, buffer, parser);
+      return ResponseError(Response{status, "", parser.get().body()});
+    }
+    // The event stream runs until the server closes the connection: after the header, the
+    // bytes are read raw (what the header read already buffered comes first).
+    std::string pending(static_cast<const char*>(buffer.data().data()), buffer.size());
     SseEvent ev;
     auto drain_lines = [&] {
       size_t nl;
@@ -112,24 +118,18 @@ Status Client::Stream(const std::string& method, const std::string& target, cons
         }
       }
     };
-    std::string error_body;
-    while (!parser.is_done()) {
-      parser.get().body().data = chunk;
-      parser.get().body().size = sizeof chunk;
+    drain_lines();
+    char chunk[16384];
+    for (;;) {
       beast::error_code ec;
-      http::read(stream, buffer, parser, ec);
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec == http::error::end_of_stream || ec == asio::error::eof) break;
-      if (ec) return Unavailable("stream from SPACE broke: " + ec.message());
-      size_t n = sizeof chunk - parser.get().body().size;
-      if (status >= 300) {
-        error_body.append(chunk, n);
-      } else {
+      size_t n = stream.socket().read_some(asio::buffer(chunk), ec);
+      if (n > 0) {
         pending.append(chunk, n);
         drain_lines();
       }
+      if (ec == asio::error::eof) break;
+      if (ec) return Unavailable("stream from SPACE broke: " + ec.message());
     }
-    if (status >= 300) return ResponseError(Response{status, "", error_body});
     return Status::Ok();
   });
 }

@@ -136,7 +136,7 @@ class ApiTest(unittest.TestCase):
 
     def test_paths_stay_inside_the_sandbox(self):
         # A host file the sandbox must never reach, by '..' or by symlink.
-        marker = "/var/tmp/space-host-secret-%d" % os.getpid()
+        marker = "/var/tmp/space-marker-%d" % os.getpid()
         with open(marker, "w") as f:
             f.write("host-secret")
         try:

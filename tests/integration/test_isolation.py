@@ -63,7 +63,14 @@ class IsolationTest(unittest.TestCase):
         self.assertIn("rc=1", self.sh("touch /sys/x 2>/dev/null; echo rc=$?")["stdout"])
 
     def test_masked_proc_paths(self):
-        self.assertEqual(self.sh("wc -c < /proc/kcore")["stdout"].strip(), "0")
+        # Whichever of the masked files this kernel has read as empty inside.
+        checked = 0
+        for path in ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/sysrq-trigger"):
+            if os.path.exists(path):
+                self.assertEqual(self.sh("wc -c < %s" % path)["stdout"].strip(), "0", path)
+                checked += 1
+        self.assertGreater(checked, 0)
+        self.assertIn("rc=1", self.sh("echo b > /proc/sysrq-trigger; echo rc=$?")["stdout"])
 
     def test_seccomp_refusals(self):
         # A new user namespace is refused (and with it most kernel attack surface).
@@ -87,9 +94,22 @@ class IsolationTest(unittest.TestCase):
         self.assertNotEqual(d.get("stdout"), "survived\n", d)
 
     def test_pids_limit_and_fork_bomb_contained(self):
-        d = self.sh("for i in $(seq 1 3000); do sleep 5 & done 2>/dev/null; ls /proc | grep -c '^[0-9]'",
-                    timeout_s=30)
-        self.assertLessEqual(int(d["stdout"].strip()), 1024 + 4)  # pids.max holds
+        st, p = self.s.json("POST", "/v1/sandboxes/%s/processes" % self.sid,
+                            {"cmd": ["sh", "-c", "for i in $(seq 1 3000); do sleep 20 & done; wait"]})
+        self.assertEqual(st, 201, p)
+        # Read the sandbox's task count from the host: pids.max holds it at 1024.
+        v1 = "/sys/fs/cgroup/pids/space/%s/pids.current" % self.sid
+        v2 = "/sys/fs/cgroup/space/%s/pids.current" % self.sid
+        path = v1 if os.path.exists(v1) else v2
+        peak = 0
+        for _ in range(100):
+            with open(path) as f:
+                peak = max(peak, int(f.read()))
+            if peak >= 1000:
+                break
+            __import__("time").sleep(0.05)
+        self.assertGreater(peak, 500)
+        self.assertLessEqual(peak, 1024)
         self.assertEqual(self.s.call("GET", "/healthz", key=False)[0], 200)
         self.sh("kill -9 -1 2>/dev/null; true")
 
