@@ -5,6 +5,33 @@
 #include "api/validate.h"
 
 namespace space::api {
+namespace {
+
+// A file entry from the guest, rebuilt field by field: the guest is untrusted, so only the
+// documented fields with the right types reach the client.
+Result<nlohmann::json> SanitizeEntry(const nlohmann::json& e) {
+  if (!e.is_object()) return Internal("the guest sent a malformed file entry");
+  nlohmann::json out = nlohmann::json::object();
+  for (const char* key : {"name", "path", "type", "mtime"}) {
+    if (!e.contains(key) || !e[key].is_string() || e[key].get_ref<const std::string&>().size() > 4096) {
+      return Internal(std::string("the guest sent a file entry without a valid '") + key + "'");
+    }
+    out[key] = e[key];
+  }
+  const std::string& type = out["type"].get_ref<const std::string&>();
+  if (type != "file" && type != "dir" && type != "symlink" && type != "other") {
+    return Internal("the guest sent a file entry of unknown type");
+  }
+  for (const char* key : {"size", "mode"}) {
+    if (!e.contains(key) || !e[key].is_number_unsigned()) {
+      return Internal(std::string("the guest sent a file entry without a valid '") + key + "'");
+    }
+    out[key] = e[key];
+  }
+  return out;
+}
+
+}  // namespace
 
 void Api::Files(Request& req, Responder& res, const std::string& id, const std::string& action) {
   if (action.empty()) return res.SendError(NotFound("no route for " + req.method + " " + req.path));
@@ -68,9 +95,17 @@ void Api::Files(Request& req, Responder& res, const std::string& id, const std::
     if (!r->contains("entries") || !(*r)["entries"].is_array()) {
       return res.SendError(Internal("the guest sent a malformed directory listing"));
     }
-    return res.SendJson(200, {{"entries", (*r)["entries"]}});
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& e : (*r)["entries"]) {
+      auto clean = SanitizeEntry(e);
+      if (!clean.ok()) return res.SendError(clean.status());
+      entries.push_back(std::move(*clean));
+    }
+    return res.SendJson(200, {{"entries", entries}});
   }
-  res.SendJson(200, *r);
+  auto clean = SanitizeEntry(*r);
+  if (!clean.ok()) return res.SendError(clean.status());
+  res.SendJson(200, *clean);
 }
 
 }  // namespace space::api

@@ -142,12 +142,13 @@ void Process::HandleFrameLocked(guest::Frame frame) {
     }
     case guest::FrameType::kError: {
       auto j = nlohmann::json::parse(frame.payload, nullptr, false);
+      // A command the guest cannot start (missing binary, bad cwd, unknown user) is a bad
+      // request, whatever word the guest chose; its message says why.
       std::string msg = "the guest refused the command";
       StatusCode code = StatusCode::kInvalidArgument;
       if (j.is_object() && j.contains("message") && j["message"].is_string()) {
         msg = j["message"].get<std::string>().substr(0, 1024);
       }
-      if (j.is_object() && j.contains("code") && j["code"] == "not_found") code = StatusCode::kNotFound;
       failure_ = Status(code, msg);
       if (started_) Finish(ExitInfo{});
       break;

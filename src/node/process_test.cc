@@ -57,7 +57,8 @@ TEST(ProcessTest, RefusedStartAndLostChannel) {
   Process refused("proc_1", {}, 0);
   refused.OnFrame(F(guest::FrameType::kError, R"({"code":"not_found","message":"exec /x: ENOENT"})"));
   Status st = refused.WaitStarted(10);
-  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("ENOENT"), std::string::npos);
 
   Process lost("proc_2", {}, 0);
   lost.OnFrame(F(guest::FrameType::kExecStarted));
