@@ -147,9 +147,9 @@ class LaunchUndo {
       : cgroups_(cgroups), id_(std::move(id)), dir_(std::move(dir)) {}
   ~LaunchUndo() {
     if (committed_) return;
-    if (child_pidfd_ >= 0) {
-      KillByPidfd(child_pidfd_);
-      (void)ReapChild(child_pid_, child_pidfd_, kDestroyWaitMs);
+    if (child_pidfd_.valid()) {
+      KillByPidfd(child_pidfd_.get());
+      (void)ReapChild(child_pid_, child_pidfd_.get(), kDestroyWaitMs);
     }
     if (cgroup_made_) (void)cgroups_.Remove(id_);
     if (dirs_made_) {
@@ -159,9 +159,10 @@ class LaunchUndo {
   }
   void set_dirs_made() { dirs_made_ = true; }
   void set_cgroup_made() { cgroup_made_ = true; }
+  // Keeps its own copy of the pidfd: Launch's copy may be closed before this object runs.
   void set_child(pid_t pid, int pidfd) {
     child_pid_ = pid;
-    child_pidfd_ = pidfd;
+    child_pidfd_.reset(::fcntl(pidfd, F_DUPFD_CLOEXEC, 0));
   }
   void Commit() { committed_ = true; }
 
@@ -170,7 +171,7 @@ class LaunchUndo {
   std::string id_, dir_;
   bool committed_ = false, dirs_made_ = false, cgroup_made_ = false;
   pid_t child_pid_ = -1;
-  int child_pidfd_ = -1;  // borrowed from Launch, which outlives this object
+  UniqueFd child_pidfd_;
 };
 
 Status NsRuntimeImpl::ChildFailure(const SandboxSpec& spec, const ns::PlanStorage& storage,
