@@ -1,6 +1,9 @@
 // Integration tests of the ns runtime: real namespaces, cgroups and mounts. Root only.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+
+#include <chrono>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -327,6 +330,28 @@ TEST_F(NsRuntimeTest, FailingStepsAreNamed) {
     EXPECT_FALSE(fs::exists(config_.run_dir + "/sbx_fail"));
     EXPECT_FALSE(fs::exists(CgroupDir("memory", "sbx_fail")));
   }
+}
+
+// A step that fails in the parent after clone (here: idmapping a root on a filesystem that
+// refuses idmapped mounts) must kill the waiting child and return promptly.
+TEST_F(NsRuntimeTest, FailureAfterCloneKillsTheChild) {
+  std::string lower = base_ + "/lower", upper = base_ + "/upper", work = base_ + "/work",
+              merged = base_ + "/merged";
+  for (const auto& d : {upper, work, merged}) fs::create_directories(d);
+  fs::rename(rootfs_, lower);
+  std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+  ASSERT_EQ(::mount("overlay", merged.c_str(), "overlay", 0, opts.c_str()), 0) << strerror(errno);
+  SandboxSpec spec = Spec("sbx_fail");
+  spec.rootfs = merged;
+  auto t0 = std::chrono::steady_clock::now();
+  Result<LaunchedSandbox> sb = runtime_->Launch(spec);
+  auto took = std::chrono::steady_clock::now() - t0;
+  ::umount2(merged.c_str(), MNT_DETACH);
+  if (sb.ok()) GTEST_SKIP() << "this kernel idmaps overlayfs; the failure path is not reachable this way";
+  EXPECT_NE(sb.status().message().find("step idmap_root"), std::string::npos) << sb.status().message();
+  EXPECT_LT(took, std::chrono::seconds(4));
+  EXPECT_FALSE(fs::exists(config_.run_dir + "/sbx_fail"));
+  EXPECT_FALSE(fs::exists(CgroupDir("memory", "sbx_fail")));
 }
 
 TEST_F(NsRuntimeTest, DuplicateIdIsConflict) {
