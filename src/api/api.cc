@@ -63,6 +63,17 @@ nlohmann::json SandboxJson(const store::SandboxRecord& r) {
   return j;
 }
 
+nlohmann::json SnapshotJson(const store::SnapshotRecord& r) {
+  return {{"id", r.id},
+          {"sandbox", r.sandbox},
+          {"parent", r.parent.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
+          {"label", r.label},
+          {"kind", r.kind},
+          {"state", r.state},
+          {"size_bytes", r.size_bytes},
+          {"created_at", FormatRfc3339(r.created_at_ms)}};
+}
+
 nlohmann::json OperationJson(const store::OperationRecord& r) {
   nlohmann::json j = {{"id", r.id},         {"kind", r.kind},
                       {"target", r.target}, {"state", r.state},
@@ -142,10 +153,14 @@ void Api::Route(Request& req, Responder& res) {
     if (n == 4 && m == "POST" && sub == "timeout") return SetTimeout(req, res, id);
     if (n == 4 && m == "POST" && sub == "exec") return Exec(req, res, id);
     if (n == 4 && m == "GET" && sub == "commands") return Commands(req, res, id);
-    if (n == 4 && m == "POST" && (sub == "pause" || sub == "resume" || sub == "suspend" || sub == "snapshots" ||
-                                  sub == "fork" || sub == "rollback")) {
-      return res.SendError(Unavailable(sub + " is not implemented on this server yet (see the lifecycle issue)"));
+    if (n == 4 && m == "POST" && sub == "suspend") {
+      return res.SendError(Unavailable("suspend is not implemented on this server yet (it needs the snapshot store)"));
     }
+    if (n == 4 && m == "POST" && (sub == "pause" || sub == "resume" || sub == "snapshots" || sub == "fork" ||
+                                  sub == "rollback")) {
+      return Lifecycle(req, res, id, sub);
+    }
+    if (n == 4 && m == "GET" && sub == "snapshots") return Lifecycle(req, res, id, "list_snapshots");
     if (sub == "processes") {
       if (n == 4 && m == "POST") return StartProcess(req, res, id);
       if (n == 4 && m == "GET") return ListProcesses(req, res, id);
@@ -160,6 +175,13 @@ void Api::Route(Request& req, Responder& res) {
       if (n == 5 && m == "POST" && (p[4] == "mkdir" || p[4] == "move")) return Files(req, res, id, p[4]);
       return not_found();
     }
+    return not_found();
+  }
+  if (n >= 3 && p[1] == "snapshots") {
+    if (!IsId(p[2], "snap")) return res.SendError(NotFound("snapshot " + p[2].substr(0, 80) + " not found"));
+    if (n == 3 && m == "GET") return Snapshots(req, res, p[2], "get");
+    if (n == 3 && m == "DELETE") return Snapshots(req, res, p[2], "delete");
+    if (n == 4 && m == "GET" && p[3] == "diff") return Snapshots(req, res, p[2], "diff");
     return not_found();
   }
   if (n == 3 && p[1] == "operations" && m == "GET") return GetOperation(req, res, p[2]);

@@ -37,6 +37,11 @@ class Api {
   void ListAudit(Request& req, Responder& res);
   void Templates(Request& req, Responder& res, const std::string& name);
   void Metrics(Request& req, Responder& res);
+  // Lifecycle (api_lifecycle.cc)
+  void Lifecycle(Request& req, Responder& res, const std::string& id, const std::string& action);
+  void Snapshots(Request& req, Responder& res, const std::string& snap_id, const std::string& action);
+  // Resumes a paused sandbox first when the caller asked for ?auto_resume=true.
+  Status AutoResume(Request& req, const std::string& id);
   // Processes (api_processes.cc)
   void Exec(Request& req, Responder& res, const std::string& id);
   void StartProcess(Request& req, Responder& res, const std::string& id);
@@ -55,5 +60,6 @@ class Api {
 // JSON renderings shared by handlers.
 nlohmann::json SandboxJson(const store::SandboxRecord& r);
 nlohmann::json OperationJson(const store::OperationRecord& r);
+nlohmann::json SnapshotJson(const store::SnapshotRecord& r);
 
 }  // namespace space::api

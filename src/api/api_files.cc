@@ -35,6 +35,7 @@ Result<nlohmann::json> SanitizeEntry(const nlohmann::json& e) {
 
 void Api::Files(Request& req, Responder& res, const std::string& id, const std::string& action) {
   if (action.empty()) return res.SendError(NotFound("no route for " + req.method + " " + req.path));
+  if (Status st = AutoResume(req, id); !st.ok()) return res.SendError(st);
   if (action == "mkdir" || action == "move") {
     auto b = ParseObject(req.body);
     if (!b.ok()) return res.SendError(b.status());

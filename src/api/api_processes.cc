@@ -124,6 +124,7 @@ void StreamProcess(node::Process& proc, Responder& res) {
 }  // namespace
 
 void Api::Exec(Request& req, Responder& res, const std::string& id) {
+  if (Status st = AutoResume(req, id); !st.ok()) return res.SendError(st);
   auto spec = ParseProcessSpec(req.body, false);
   if (!spec.ok()) return res.SendError(spec.status());
   int64_t timeout_s = spec->timeout_s;
@@ -147,6 +148,7 @@ void Api::Exec(Request& req, Responder& res, const std::string& id) {
 }
 
 void Api::StartProcess(Request& req, Responder& res, const std::string& id) {
+  if (Status st = AutoResume(req, id); !st.ok()) return res.SendError(st);
   auto spec = ParseProcessSpec(req.body, true);
   if (!spec.ok()) return res.SendError(spec.status());
   auto proc = node_->StartProcess(req.team, id, std::move(*spec));

@@ -39,8 +39,10 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(c.metadata, GetStringMap(b, "metadata", 64, 64, 512, IsMetadataKey));
   ASSIGN_OR_RETURN(auto creds, GetStringList(b, "credentials", 32, 64));
   if (!creds.empty()) return InvalidArgument("credentials are not supported by this server yet");
-  ASSIGN_OR_RETURN(std::string snap, GetString(b, "from_snapshot", "", 80));
-  if (!snap.empty()) return InvalidArgument("from_snapshot is not supported by this server yet");
+  ASSIGN_OR_RETURN(c.from_snapshot, GetString(b, "from_snapshot", "", 80));
+  if (!c.from_snapshot.empty() && !IsId(c.from_snapshot, "snap")) {
+    return NotFound("snapshot " + c.from_snapshot + " not found");
+  }
   if (!req.Header("x-space-egress-profile").empty()) {
     // Refused rather than ignored: a caller asking for egress must not silently get none.
     return InvalidArgument("egress profiles are not supported by this server yet; sandboxes have no network egress");

@@ -102,6 +102,28 @@ int Main(int argc, char** argv) {
   cp->add_option("src", src)->required();
   cp->add_option("dst", dst)->required();
 
+  std::string snap, label, against;
+  int count = 1;
+  auto* pause = app.add_subcommand("pause", "freeze every process of a sandbox");
+  pause->add_option("id", id)->required();
+  auto* resume = app.add_subcommand("resume", "thaw a paused sandbox");
+  resume->add_option("id", id)->required();
+  auto* snapshot = app.add_subcommand("snapshot", "take a snapshot of a sandbox's files (prints its id)");
+  snapshot->add_option("id", id)->required();
+  snapshot->add_option("--label,-l", label, "a name for the snapshot");
+  auto* snapshots = app.add_subcommand("snapshots", "list a sandbox's snapshots");
+  snapshots->add_option("id", id)->required();
+  auto* fork = app.add_subcommand("fork", "new sandboxes from a snapshot (default: one taken now)");
+  fork->add_option("id", id)->required();
+  fork->add_option("--snapshot,-s", snap, "snapshot to fork from");
+  fork->add_option("--count,-n", count, "how many");
+  auto* rollback = app.add_subcommand("rollback", "return a sandbox's files to a snapshot");
+  rollback->add_option("id", id)->required();
+  rollback->add_option("snapshot", snap)->required();
+  auto* diff = app.add_subcommand("diff", "files added, changed and removed between two snapshots");
+  diff->add_option("snapshot", snap)->required();
+  diff->add_option("against", against)->required();
+
   auto* tpl = app.add_subcommand("template", "manage templates");
   tpl->require_subcommand(1);
   auto* tpl_ls = tpl->add_subcommand("ls", "list templates");
@@ -201,6 +223,47 @@ int Main(int argc, char** argv) {
     if (!r.ok()) return Fail(r.status());
     if (r->status >= 300) return Fail(ResponseError(*r));
     return 0;
+  }
+  if (pause->parsed() || resume->parsed()) {
+    std::string verb = pause->parsed() ? "pause" : "resume";
+    return PrintCall(c, "POST", "/v1/sandboxes/" + UrlEncode(id) + "/" + verb + "?wait=true", "", json,
+                     [](const nlohmann::json& j) { std::cout << j.value("state", "") << "\n"; });
+  }
+  if (snapshot->parsed()) {
+    return PrintCall(c, "POST", "/v1/sandboxes/" + UrlEncode(id) + "/snapshots", nlohmann::json{{"label", label}}.dump(),
+                     json, [](const nlohmann::json& j) { std::cout << j.value("id", "") << "\n"; });
+  }
+  if (snapshots->parsed()) {
+    return PrintCall(c, "GET", "/v1/sandboxes/" + UrlEncode(id) + "/snapshots", "", json, [](const nlohmann::json& j) {
+      for (const auto& s : j["snapshots"]) {
+        std::printf("%-28s %-11s %-28s %s %s\n", s.value("id", "").c_str(), s.value("state", "").c_str(),
+                    s["parent"].is_string() ? s["parent"].get<std::string>().c_str() : "-",
+                    s.value("created_at", "").c_str(), s.value("label", "").c_str());
+      }
+    });
+  }
+  if (fork->parsed()) {
+    nlohmann::json body = {{"count", count}};
+    if (!snap.empty()) body["snapshot"] = snap;
+    return PrintCall(c, "POST", "/v1/sandboxes/" + UrlEncode(id) + "/fork?wait=true", body.dump(), json,
+                     [](const nlohmann::json& j) {
+                       for (const auto& s : j["sandboxes"]) std::cout << s.value("id", "") << "\n";
+                     });
+  }
+  if (rollback->parsed()) {
+    return PrintCall(c, "POST", "/v1/sandboxes/" + UrlEncode(id) + "/rollback",
+                     nlohmann::json{{"snapshot", snap}}.dump(), json,
+                     [](const nlohmann::json& j) { std::cout << j.value("state", "") << "\n"; });
+  }
+  if (diff->parsed()) {
+    return PrintCall(c, "GET", "/v1/snapshots/" + UrlEncode(snap) + "/diff?against=" + UrlEncode(against), "", json,
+                     [](const nlohmann::json& j) {
+                       for (const char* k : {"added", "changed", "removed"}) {
+                         char mark = k[0] == 'a' ? '+' : k[0] == 'c' ? '~' : '-';
+                         for (const auto& p : j[k]) std::cout << mark << " " << p.get<std::string>() << "\n";
+                       }
+                       if (j.value("truncated", false)) std::cout << "(truncated)\n";
+                     });
   }
   if (tpl_ls->parsed()) {
     return PrintCall(c, "GET", "/v1/templates", "", json, [](const nlohmann::json& j) {

@@ -114,8 +114,16 @@ void Node::Audit(const std::string& team, const std::string& sandbox, const std:
   if (Status st = store_->AppendAudit(e); !st.ok()) LogError("audit", st.ToString());
 }
 
-Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(const CreateRequest& req) {
-  if (!IsBuiltinTemplate(req.template_name)) {
+Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(const CreateRequest& in) {
+  CreateRequest req = in;
+  std::string template_digest;
+  if (!req.from_snapshot.empty()) {
+    // A restore keeps the template lineage of the sandbox the snapshot was taken of.
+    ASSIGN_OR_RETURN(store::SnapshotRecord snap, GetSnapshot(req.team, req.from_snapshot));
+    ASSIGN_OR_RETURN(store::SandboxRecord origin, store_->GetSandbox(snap.sandbox));
+    req.template_name = origin.template_name;
+    template_digest = origin.template_digest;
+  } else if (!IsBuiltinTemplate(req.template_name)) {
     // Imported templates must exist now; built-ins are built on first use.
     RETURN_IF_ERROR(pool_->GetTemplate(req.template_name).status());
   }
@@ -124,6 +132,8 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.team = req.team;
   rec.state = "creating";
   rec.template_name = req.template_name;
+  rec.template_digest = template_digest;
+  rec.head_snapshot = req.from_snapshot;
   rec.runtime = "ns";
   rec.node = config_.node_name;
   rec.created_at_ms = WallNowMs();
@@ -151,14 +161,19 @@ Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req) {
     step_start = now;
   };
   Status st = [&]() -> Status {
-    ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, pool_->EnsureTemplate(req.template_name, [&](const std::string& l) {
-                       LogInfo("template " + req.template_name, l);
-                     }));
-    rec.template_digest = tmpl.digest;
-    mark("template");
-    ASSIGN_OR_RETURN(std::string root, pool_->CreateRoot(rec.id, tmpl.digest, static_cast<uint64_t>(req.disk_mb) << 20));
-    (void)root;
-    mark("clone_root");
+    uint64_t disk_limit = static_cast<uint64_t>(req.disk_mb) << 20;
+    if (!req.from_snapshot.empty()) {
+      RETURN_IF_ERROR(pool_->CreateRootFromSnapshot(rec.id, req.from_snapshot, disk_limit).status());
+      mark("clone_snapshot");
+    } else {
+      ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, pool_->EnsureTemplate(req.template_name, [&](const std::string& l) {
+                         LogInfo("template " + req.template_name, l);
+                       }));
+      rec.template_digest = tmpl.digest;
+      mark("template");
+      RETURN_IF_ERROR(pool_->CreateRoot(rec.id, tmpl.digest, disk_limit).status());
+      mark("clone_root");
+    }
     return Boot(&rec, &steps);
   }();
   if (!st.ok()) {
@@ -280,8 +295,8 @@ Status Node::RunDestroy(const std::string& id, const std::string& reason) {
 
 Result<store::SandboxRecord> Node::SetTimeout(const std::string& team, const std::string& id, int64_t timeout_s) {
   ASSIGN_OR_RETURN(store::SandboxRecord rec, Get(team, id));
-  if (rec.state != "running" && rec.state != "creating") {
-    return Conflict("sandbox " + id + " is " + rec.state + "; timeouts apply to running sandboxes");
+  if (rec.state != "running" && rec.state != "creating" && rec.state != "paused") {
+    return Conflict("sandbox " + id + " is " + rec.state + "; timeouts apply to live sandboxes");
   }
   rec.timeout_s = timeout_s;
   rec.expires_at_ms = WallNowMs() + timeout_s * 1000;
@@ -322,7 +337,7 @@ void Node::TimeoutLoop() {
     }
     for (auto& [id, team] : expired) {
       auto rec = store_->GetSandbox(id);
-      if (!rec.ok() || rec->state != "running") continue;
+      if (!rec.ok() || (rec->state != "running" && rec->state != "paused")) continue;
       rec->state = "destroying";
       if (Status st = store_->PutSandbox(*rec); !st.ok()) LogError("node", st.ToString());
       Audit(team, id, "lifecycle", "timeout", {{"on_timeout", rec->on_timeout}});
@@ -354,9 +369,11 @@ Status Node::Reconcile() {
   int booted = 0, cleaned = 0;
   for (auto& rec : records) {
     if (rec.node != config_.node_name) continue;
-    if (rec.state == "running") {
+    if (rec.state == "running" || rec.state == "paused") {
       nlohmann::json steps = nlohmann::json::object();
       Status st = Boot(&rec, &steps);
+      // A paused sandbox comes back paused (its processes restarted, then frozen).
+      if (st.ok() && rec.state == "paused") st = runtime_->Freeze(rec.id);
       if (st.ok()) {
         keep.insert(rec.id);
         RETURN_IF_ERROR(store_->PutSandbox(rec));
@@ -378,7 +395,15 @@ Status Node::Reconcile() {
     RETURN_IF_ERROR(store_->PutSandbox(rec));
     ++cleaned;
   }
-  // 4. Roots nobody owns any more.
+  // 4. Snapshots whose record never landed (a crash between the snapshot and its record).
+  ASSIGN_OR_RETURN(auto snap_ids, pool_->ListSnapshots());
+  for (const auto& sid : snap_ids) {
+    auto snap = store_->GetSnapshot(sid);
+    if (snap.ok() && snap->state != "deleted") continue;
+    if (Status st = pool_->DeleteSnapshot(sid); !st.ok()) LogWarn("reconcile", st.ToString());
+    ++cleaned;
+  }
+  // 5. Roots nobody owns any more.
   ASSIGN_OR_RETURN(auto roots, pool_->ListRoots());
   for (const auto& id : roots) {
     if (keep.count(id)) continue;

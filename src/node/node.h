@@ -50,6 +50,7 @@ struct CreateRequest {
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> metadata;
   std::vector<std::string> egress_profiles;
+  std::string from_snapshot;     // restore this snapshot instead of cloning the template
   int64_t received_mono_ns = 0;  // when the API got the request, for timings.create_ms
 };
 
@@ -75,6 +76,28 @@ class Node {
   Result<store::SandboxRecord> SetTimeout(const std::string& team, const std::string& id, int64_t timeout_s);
   Result<store::OperationRecord> GetOperation(const std::string& team, const std::string& id);
   Result<store::OperationRecord> WaitOperation(const std::string& team, const std::string& id, int64_t timeout_ms);
+
+  // Lifecycle (node_lifecycle.cc). Pause: running -> paused; Resume: paused -> running;
+  // others answer conflict.
+  Result<store::OperationRecord> Pause(const std::string& team, const std::string& id);
+  Result<store::OperationRecord> Resume(const std::string& team, const std::string& id);
+  // Snapshots: valid while running or paused. O(1): freeze, read-only btrfs snapshot, thaw.
+  Result<store::SnapshotRecord> Snapshot(const std::string& team, const std::string& id, const std::string& label);
+  Result<std::vector<store::SnapshotRecord>> ListSnapshots(const std::string& team, const std::string& id);
+  Result<store::SnapshotRecord> GetSnapshot(const std::string& team, const std::string& snap_id);
+  // Children keep their parent link; the deleted snapshot's files go.
+  Status DeleteSnapshot(const std::string& team, const std::string& snap_id);
+  // `count` new sandboxes from `snap_id` (empty: a snapshot taken now). Valid while running or
+  // paused (the source), any time for an existing snapshot.
+  Result<std::vector<std::pair<store::SandboxRecord, store::OperationRecord>>> Fork(const std::string& team,
+                                                                                   const std::string& id,
+                                                                                   const std::string& snap_id,
+                                                                                   int count);
+  // Returns the sandbox's files to `snap_id` in place; its processes are restarted (ns keeps
+  // files, not memory). Valid while running or paused; the sandbox is running afterwards.
+  Result<store::OperationRecord> Rollback(const std::string& team, const std::string& id, const std::string& snap_id);
+  // Files added, changed and removed in snapshot `a` relative to snapshot `against`.
+  Result<nlohmann::json> Diff(const std::string& team, const std::string& a, const std::string& against);
 
   // Processes. Valid while running.
   Result<std::shared_ptr<Process>> StartProcess(const std::string& team, const std::string& id, ProcessSpec spec);
@@ -120,6 +143,11 @@ class Node {
   void Audit(const std::string& team, const std::string& sandbox, const std::string& kind,
              const std::string& action, nlohmann::json detail);
   void TimeoutLoop();
+  Status RunSnapshot(const std::string& id, store::SnapshotRecord* snap);
+  Status RunRollback(const std::string& id, const std::string& snap_id);
+  Status SetState(const std::string& id, const std::string& state);
+  Result<store::SandboxRecord> InState(const std::string& team, const std::string& id,
+                                       std::initializer_list<const char*> states, const std::string& action);
 
   const NodeConfig config_;
   store::Store* const store_;

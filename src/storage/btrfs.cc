@@ -1,11 +1,15 @@
 #include "storage/btrfs.h"
 
 #include <btrfsutil.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <linux/btrfs.h>
+#include <linux/btrfs_tree.h>
 #include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/statfs.h>
+
+#include <cstring>
 
 #include "common/syscall.h"
 
@@ -65,6 +69,32 @@ Status EnableQuota(const std::string& path) {
   args.cmd = BTRFS_QUOTA_CTL_ENABLE;
   if (::ioctl(fd.get(), BTRFS_IOC_QUOTA_CTL, &args) != 0) return ErrnoStatus("ioctl BTRFS_IOC_QUOTA_CTL", path, errno);
   return Status::Ok();
+}
+
+// libbtrfsutil has no qgroup query, so this reads the qgroup info item (0, QGROUP_INFO, id)
+// from the quota tree with a tree search, as `btrfs qgroup show` does.
+Result<uint64_t> QgroupExclusiveBytes(const std::string& subvol_path) {
+  ASSIGN_OR_RETURN(uint64_t id, SubvolumeId(subvol_path));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY));
+  struct btrfs_ioctl_search_args args = {};
+  args.key.tree_id = BTRFS_QUOTA_TREE_OBJECTID;
+  args.key.min_type = args.key.max_type = BTRFS_QGROUP_INFO_KEY;
+  args.key.min_offset = args.key.max_offset = id;  // level 0: qgroup id == subvolume id
+  args.key.max_transid = UINT64_MAX;
+  args.key.nr_items = 1;
+  if (::ioctl(fd.get(), BTRFS_IOC_TREE_SEARCH, &args) != 0) {
+    if (errno == ENOENT) return NotFound("btrfs quotas are off on " + subvol_path);
+    return ErrnoStatus("ioctl BTRFS_IOC_TREE_SEARCH quota tree", subvol_path, errno);
+  }
+  struct btrfs_ioctl_search_header h;
+  struct btrfs_qgroup_info_item info;
+  if (args.key.nr_items < 1) return NotFound("no qgroup 0/" + std::to_string(id) + " for " + subvol_path);
+  std::memcpy(&h, args.buf, sizeof h);
+  if (h.type != BTRFS_QGROUP_INFO_KEY || h.offset != id || h.len < sizeof info) {
+    return NotFound("no qgroup 0/" + std::to_string(id) + " for " + subvol_path);
+  }
+  std::memcpy(&info, args.buf + sizeof h, sizeof info);
+  return static_cast<uint64_t>(le64toh(info.excl));
 }
 
 Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {

@@ -22,6 +22,10 @@ Result<uint64_t> SubvolumeId(const std::string& path);
 
 // Turns on quota groups for the filesystem holding `path` (no-op when already on).
 Status EnableQuota(const std::string& path);
+// Bytes referenced only by subvolume `subvol_path` (its level-0 qgroup's "excl"), as of the
+// last committed transaction: syncfs first for an up-to-date figure. not_found when quotas
+// are off or the qgroup does not exist.
+Result<uint64_t> QgroupExclusiveBytes(const std::string& subvol_path);
 // Limits the exclusive bytes of subvolume `subvol_path` (its level-0 qgroup 0/<id>).
 Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
 

@@ -57,6 +57,24 @@ class BtrfsBackend final : public Backend {
 
   Status RestoreRoot(const std::string&, const std::string&) override { return Status::Ok(); }
 
+  bool has_snapshots() const override { return true; }
+
+  // One transaction: the snapshot appears complete or not at all. Subvolumes the sandbox
+  // nested inside its root are not part of it (btrfs snapshots stop at subvolume bounds).
+  Status SnapshotRoot(const std::string& root_dir, const std::string& snap_path) override {
+    return CreateSnapshot(root_dir, snap_path, /*read_only=*/true);
+  }
+
+  uint64_t ExclusiveBytes(const std::string& path) override {
+    if (!quota_enabled_) return 0;
+    Result<uint64_t> excl = QgroupExclusiveBytes(path);
+    if (!excl.ok()) {
+      LogDebug("storage", "exclusive bytes of " + path + ": " + excl.status().ToString());
+      return 0;
+    }
+    return *excl;
+  }
+
  private:
   const bool quota_enabled_;
 };

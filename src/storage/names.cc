@@ -20,6 +20,14 @@ Status ValidateSandboxId(const std::string& id) {
   return Status::Ok();
 }
 
+Status ValidateSnapshotId(const std::string& id) {
+  static constexpr std::string_view kPrefix = "snap_";
+  bool ok = id.size() == kPrefix.size() + 22 && id.compare(0, kPrefix.size(), kPrefix) == 0;
+  for (size_t i = kPrefix.size(); ok && i < id.size(); ++i) ok = IsAlnum(id[i]);
+  if (!ok) return InvalidArgument("snapshot id '" + id + "' must match snap_[A-Za-z0-9]{22}");
+  return Status::Ok();
+}
+
 Result<std::string> DigestHex(const std::string& digest) {
   static constexpr std::string_view kPrefix = "sha256:";
   bool ok = digest.size() == kPrefix.size() + 64 && digest.compare(0, kPrefix.size(), kPrefix) == 0;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/random.h"
+
 namespace space::storage {
 namespace {
 
@@ -22,6 +24,17 @@ TEST(NamesTest, SandboxIds) {
   for (std::string bad : {std::string(), std::string(65, 'a'), std::string("a-b"), std::string(".."),
                           std::string("a/b"), std::string("a.b")}) {
     EXPECT_FALSE(ValidateSandboxId(bad).ok()) << bad;
+  }
+}
+
+TEST(NamesTest, SnapshotIds) {
+  EXPECT_TRUE(ValidateSnapshotId(NewId("snap")).ok());
+  EXPECT_TRUE(ValidateSnapshotId("snap_" + std::string(22, 'z')).ok());
+  for (std::string bad : {std::string(), std::string("snap_"), "snap_" + std::string(21, 'a'),
+                          "snap_" + std::string(23, 'a'), "sbx_" + std::string(23, 'a'),
+                          "snap_" + std::string(20, 'a') + "/.", "snap_" + std::string(20, 'a') + "_a",
+                          "../" + std::string(24, 'a')}) {
+    EXPECT_EQ(ValidateSnapshotId(bad).code(), StatusCode::kInvalidArgument) << bad;
   }
 }
 

@@ -3,8 +3,11 @@
 //
 // Limits of this mode, by design of the fallback: the disk limit is NOT enforced (the
 // backing filesystem offers no per-directory quota we can rely on: ext4 project quotas need
-// a mkfs/tune2fs feature and mount option), and templates are not made read-only (nothing
-// but the pool writes under pool/, which is 0700).
+// a mkfs/tune2fs feature and mount option), templates are not made read-only (nothing
+// but the pool writes under pool/, which is 0700), and there are no root snapshots: without
+// reflinks a snapshot would be a full O(n) copy of the merged tree taken while the caller
+// holds the sandbox frozen, and a root cloned from it would pin the snapshot directory as its
+// lower layer, so deleting a parent snapshot would have to be refused while children live.
 
 #include <fcntl.h>
 #include <sys/mount.h>
@@ -62,6 +65,14 @@ class OverlayBackend final : public Backend {
   }
 
   std::string RootPath(const std::string& root_dir) const override { return root_dir + "/merged"; }
+
+  bool has_snapshots() const override { return false; }
+
+  Status SnapshotRoot(const std::string&, const std::string&) override {
+    return Unavailable("snapshots need the btrfs pool");
+  }
+
+  uint64_t ExclusiveBytes(const std::string&) override { return 0; }
 
   // Overlay mounts do not survive a reboot; bring back the ones whose directories remain.
   Status RestoreRoot(const std::string& templates_dir, const std::string& root_dir) override {

@@ -3,9 +3,12 @@
 
 #include "storage/pool.h"
 
+#include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 
 #include <mutex>
+#include <set>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -24,6 +27,10 @@ namespace {
 constexpr char kLog[] = "storage";
 constexpr char kScratchPrefix[] = "tmp-";
 constexpr char kTemplatePrefix[] = "sha256-";
+// Rollback staging names next to sandboxes/<id>. The leading dot keeps them out of the id
+// space: ValidateSandboxId never accepts a '.'.
+constexpr char kNewSuffix[] = ".new";
+constexpr char kOldSuffix[] = ".old";
 
 using TreeBuilder = std::function<Status(const std::string& dir, const ProgressFn& progress)>;
 
@@ -32,10 +39,12 @@ class PoolImpl final : public Pool {
   PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend)
       : templates_dir_(pool_dir + "/templates"),
         sandboxes_dir_(pool_dir + "/sandboxes"),
+        snapshots_dir_(pool_dir + "/snapshots"),
         index_path_(templates_dir_ + "/index.json"),
         backend_(std::move(backend)) {}
 
-  // Recovers from a crash or reboot: drops half-built templates, remounts overlay roots.
+  // Recovers from a crash or reboot: drops half-built templates, finishes or undoes
+  // interrupted rollbacks, remounts overlay roots.
   Status Recover() {
     ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(templates_dir_));
     for (const auto& n : names) {
@@ -43,6 +52,7 @@ class PoolImpl final : public Pool {
       LogInfo(kLog, "removing unfinished template build " + n);
       RETURN_IF_ERROR(backend_->RemoveTree(templates_dir_ + "/" + n));
     }
+    RETURN_IF_ERROR(RecoverRollbacks());
     ASSIGN_OR_RETURN(std::vector<std::string> roots, ListRoots());
     for (const auto& id : roots) {
       Status st = backend_->RestoreRoot(templates_dir_, sandboxes_dir_ + "/" + id);
@@ -107,6 +117,9 @@ class PoolImpl final : public Pool {
 
   Status DestroyRoot(const std::string& sandbox_id) override {
     RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    // Also a staging tree a failed rollback could not clean up (ReplaceRootFromSnapshot).
+    RETURN_IF_ERROR(backend_->DestroyRoot(StagingDir(sandbox_id, kNewSuffix)));
+    RETURN_IF_ERROR(backend_->DestroyRoot(StagingDir(sandbox_id, kOldSuffix)));
     return backend_->DestroyRoot(sandboxes_dir_ + "/" + sandbox_id);
   }
 
@@ -114,9 +127,136 @@ class PoolImpl final : public Pool {
     return backend_->RootPath(sandboxes_dir_ + "/" + sandbox_id);
   }
 
-  Result<std::vector<std::string>> ListRoots() override { return ListDir(sandboxes_dir_); }
+  Result<std::vector<std::string>> ListRoots() override {
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(sandboxes_dir_));
+    std::erase_if(names, [](const std::string& n) { return n.empty() || n[0] == '.'; });
+    return names;
+  }
+
+  Result<std::string> SnapshotRoot(const std::string& sandbox_id, const std::string& snap_id) override {
+    RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    RETURN_IF_ERROR(ValidateSnapshotId(snap_id));
+    RETURN_IF_ERROR(RequireSnapshots());
+    std::string root_dir = sandboxes_dir_ + "/" + sandbox_id;
+    if (!PathExists(root_dir)) return NotFound("no root for sandbox " + sandbox_id);
+    std::string snap = SnapshotPath(snap_id);
+    // A concurrent twin loses inside the backend with EEXIST (conflict) instead.
+    if (PathExists(snap)) return Conflict("snapshot " + snap_id + " already exists");
+    RETURN_IF_ERROR(backend_->SnapshotRoot(root_dir, snap));
+    return snap;
+  }
+
+  Status DeleteSnapshot(const std::string& snap_id) override {
+    RETURN_IF_ERROR(ValidateSnapshotId(snap_id));
+    RETURN_IF_ERROR(RequireSnapshots());
+    return backend_->RemoveTree(SnapshotPath(snap_id));
+  }
+
+  std::string SnapshotPath(const std::string& snap_id) const override { return snapshots_dir_ + "/" + snap_id; }
+
+  Result<std::vector<std::string>> ListSnapshots() override {
+    RETURN_IF_ERROR(RequireSnapshots());
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(snapshots_dir_));
+    std::erase_if(names, [](const std::string& n) { return !ValidateSnapshotId(n).ok(); });
+    return names;
+  }
+
+  Result<std::string> CreateRootFromSnapshot(const std::string& sandbox_id, const std::string& snap_id,
+                                             uint64_t disk_limit_bytes) override {
+    RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    RETURN_IF_ERROR(ValidateSnapshotId(snap_id));
+    RETURN_IF_ERROR(RequireSnapshots());
+    std::string snap = SnapshotPath(snap_id);
+    if (!PathExists(snap)) return NotFound("snapshot " + snap_id + " not found");
+    std::string root_dir = sandboxes_dir_ + "/" + sandbox_id;
+    if (PathExists(root_dir)) return Conflict("root for sandbox " + sandbox_id + " already exists");
+    return backend_->CreateRoot(snap, root_dir, disk_limit_bytes);
+  }
+
+  // One renameat2(RENAME_EXCHANGE) instead of rename-aside + rename-in: the root path is never
+  // empty, not even between two renames, and the old tree ends up at .<id>.new, which Open
+  // deletes whenever the root path exists. So every crash point recovers to a whole root:
+  // before the swap the old one, after it the new one.
+  Status ReplaceRootFromSnapshot(const std::string& sandbox_id, const std::string& snap_id,
+                                 uint64_t disk_limit_bytes) override {
+    RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    RETURN_IF_ERROR(ValidateSnapshotId(snap_id));
+    RETURN_IF_ERROR(RequireSnapshots());
+    // Two rollbacks of one sandbox would share the staging path.
+    std::lock_guard<std::mutex> lock(rollback_mu_);
+    std::string snap = SnapshotPath(snap_id);
+    if (!PathExists(snap)) return NotFound("snapshot " + snap_id + " not found");
+    std::string root_dir = sandboxes_dir_ + "/" + sandbox_id;
+    if (!PathExists(root_dir)) return NotFound("no root for sandbox " + sandbox_id);
+    std::string staging = StagingDir(sandbox_id, kNewSuffix);
+    RETURN_IF_ERROR(backend_->DestroyRoot(staging));  // left by an earlier failed attempt
+    Result<std::string> fresh = backend_->CreateRoot(snap, staging, disk_limit_bytes);
+    if (!fresh.ok()) return fresh.status().Annotate("rollback of " + sandbox_id);
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, root_dir.c_str(), RENAME_EXCHANGE) != 0) {
+      Status st = ErrnoStatus("renameat2 RENAME_EXCHANGE", staging + " <-> " + root_dir, errno);
+      Status cleanup = backend_->DestroyRoot(staging);
+      if (!cleanup.ok()) LogError(kLog, "cleanup of " + staging + ": " + cleanup.ToString());
+      return st;
+    }
+    // The rollback is done; a leftover old tree only costs space until DestroyRoot or Open.
+    Status st = backend_->DestroyRoot(staging);
+    if (!st.ok()) LogWarn(kLog, "old root of " + sandbox_id + " left at " + staging + ": " + st.ToString());
+    return Status::Ok();
+  }
+
+  uint64_t SnapshotExclusiveBytes(const std::string& snap_id) override {
+    if (!ValidateSnapshotId(snap_id).ok() || !backend_->has_snapshots()) return 0;
+    std::string snap = SnapshotPath(snap_id);
+    return PathExists(snap) ? backend_->ExclusiveBytes(snap) : 0;
+  }
 
  private:
+  Status RequireSnapshots() const {
+    if (backend_->has_snapshots()) return Status::Ok();
+    return Unavailable("snapshots need the btrfs pool (this pool is " + backend_->kind() + ")");
+  }
+
+  std::string StagingDir(const std::string& sandbox_id, const char* suffix) const {
+    return sandboxes_dir_ + "/." + sandbox_id + suffix;
+  }
+
+  // Puts a whole root back at sandboxes/<id> for every rollback a crash interrupted. The
+  // root path wins when present; otherwise the clone (.new) is complete, since it is only
+  // ever moved away from the root path after being fully made; .old is the last resort.
+  // .old is never made by this code (it swaps, see ReplaceRootFromSnapshot) but is handled
+  // for the rename-aside order as well.
+  Status RecoverRollbacks() {
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(sandboxes_dir_));
+    std::set<std::string> ids;
+    for (const auto& n : names) {
+      if (n.empty() || n[0] != '.') continue;
+      std::string id;
+      for (const char* suffix : {kNewSuffix, kOldSuffix}) {
+        size_t len = std::char_traits<char>::length(suffix);
+        if (n.size() > len + 1 && n.compare(n.size() - len, len, suffix) == 0) id = n.substr(1, n.size() - len - 1);
+      }
+      if (id.empty() || !ValidateSandboxId(id).ok()) {
+        LogWarn(kLog, "ignoring unknown entry sandboxes/" + n);
+        continue;
+      }
+      ids.insert(id);
+    }
+    for (const auto& id : ids) {
+      std::string root = sandboxes_dir_ + "/" + id;
+      std::string fresh = StagingDir(id, kNewSuffix);
+      std::string old = StagingDir(id, kOldSuffix);
+      if (!PathExists(root)) {
+        const std::string& back = PathExists(fresh) ? fresh : old;
+        LogInfo(kLog, "interrupted rollback of " + id + ": moving " + back + " to the root path");
+        if (::rename(back.c_str(), root.c_str()) != 0) return ErrnoStatus("rename", back + " -> " + root, errno);
+      }
+      LogInfo(kLog, "interrupted rollback of " + id + ": removing the staging trees");
+      RETURN_IF_ERROR(backend_->DestroyRoot(fresh));
+      RETURN_IF_ERROR(backend_->DestroyRoot(old));
+    }
+    return Status::Ok();
+  }
+
   TemplateInfo WithPath(TemplateInfo info) const {
     info.path = templates_dir_ + "/" + kTemplatePrefix + info.digest.substr(7);
     return info;
@@ -166,10 +306,12 @@ class PoolImpl final : public Pool {
 
   const std::string templates_dir_;
   const std::string sandboxes_dir_;
+  const std::string snapshots_dir_;
   const std::string index_path_;
   const std::unique_ptr<Backend> backend_;
   std::mutex build_mu_;  // held for a whole template build
   std::mutex index_mu_;  // guards index.json read-modify-write
+  std::mutex rollback_mu_;  // held for a whole ReplaceRootFromSnapshot
 };
 
 }  // namespace

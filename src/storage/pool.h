@@ -6,6 +6,8 @@
 //     templates/sha256-<hex>    read-only subvolume per template digest
 //     templates/index.json      name -> digest, size, created_at
 //     sandboxes/<sbx_id>        writable snapshot of the template (the sandbox root)
+//     sandboxes/.<sbx_id>.new   a rollback in progress (see ReplaceRootFromSnapshot)
+//     snapshots/<snap_id>       read-only snapshot of a sandbox root (btrfs only)
 // Overlay fallback (no btrfs possible): templates are plain directories and a sandbox root is
 // an overlayfs mount of the template (lower) and sandboxes/<id>/{upper,work}.
 //
@@ -62,6 +64,33 @@ class Pool {
   virtual Status DestroyRoot(const std::string& sandbox_id) = 0;
   virtual std::string RootPath(const std::string& sandbox_id) const = 0;
   virtual Result<std::vector<std::string>> ListRoots() = 0;
+
+  // Snapshots of sandbox roots (snapshot, fork, rollback, diff). btrfs only: on the overlay
+  // fallback every call but SnapshotPath answers unavailable.
+  //
+  // Read-only, O(1) snapshot of the sandbox's current root at snapshots/<snap_id>. The caller
+  // freezes the sandbox around it for consistency. Returns the snapshot's host path.
+  // btrfs writes the root's dirty page-cache data out first (~250 ms for 200 MiB dirty vs
+  // ~3 ms clean, snapshot_test.cc), so a caller keeping the freeze short syncfs()es the root
+  // before freezing.
+  virtual Result<std::string> SnapshotRoot(const std::string& sandbox_id, const std::string& snap_id) = 0;
+  virtual Status DeleteSnapshot(const std::string& snap_id) = 0;  // idempotent
+  virtual std::string SnapshotPath(const std::string& snap_id) const = 0;
+  virtual Result<std::vector<std::string>> ListSnapshots() = 0;  // snap ids present
+  // A new sandbox root (writable) cloned from a snapshot, with the disk limit applied.
+  // Independent of the snapshot afterwards: deleting the snapshot leaves the root intact.
+  virtual Result<std::string> CreateRootFromSnapshot(const std::string& sandbox_id, const std::string& snap_id,
+                                                     uint64_t disk_limit_bytes) = 0;
+  // Rollback: replaces the sandbox's root by a writable clone of the snapshot. A crash leaves
+  // either the old root or the new one at the root path, never neither: the clone is made at
+  // sandboxes/.<id>.new and swapped in with one renameat2(RENAME_EXCHANGE); Open finishes or
+  // undoes an interrupted swap. The caller has stopped the sandbox (nothing may hold the old
+  // root open or mounted). Applies `disk_limit_bytes` to the new root.
+  virtual Status ReplaceRootFromSnapshot(const std::string& sandbox_id, const std::string& snap_id,
+                                         uint64_t disk_limit_bytes) = 0;
+  // Bytes exclusively referenced by a snapshot (what deleting it frees; btrfs qgroup "excl"
+  // when quotas are on, as of the last transaction commit), 0 if unknown.
+  virtual uint64_t SnapshotExclusiveBytes(const std::string& snap_id) = 0;
 };
 
 }  // namespace space::storage

@@ -70,6 +70,23 @@ CREATE TABLE api_keys (
   name TEXT NOT NULL
 );
 )sql",
+    // 2: snapshots (lifecycle issue). head_snapshot is the parent of a sandbox's next snapshot.
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN head_snapshot TEXT NOT NULL DEFAULT '';
+CREATE TABLE snapshots (
+  id TEXT PRIMARY KEY,
+  team TEXT NOT NULL,
+  sandbox TEXT NOT NULL,
+  parent TEXT NOT NULL,
+  label TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL,
+  size_bytes BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  error TEXT NOT NULL
+);
+CREATE INDEX snapshots_sandbox ON snapshots (sandbox, created_at_ms);
+)sql",
 };
 
 }  // namespace space::store

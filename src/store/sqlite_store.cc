@@ -67,7 +67,8 @@ class Stmt {
 
 constexpr char kSandboxCols[] =
     "id, team, state, template_name, template_digest, runtime, node, created_at_ms, expires_at_ms, "
-    "timeout_s, on_timeout, metadata_json, env_json, egress_json, resources_json, timings_json, uid_slot, error";
+    "timeout_s, on_timeout, metadata_json, env_json, egress_json, resources_json, timings_json, uid_slot, error, "
+    "head_snapshot";
 
 SandboxRecord ReadSandbox(Stmt& s) {
   SandboxRecord r;
@@ -89,6 +90,25 @@ SandboxRecord ReadSandbox(Stmt& s) {
   r.timings_json = s.Text(15);
   r.uid_slot = s.Int(16);
   r.error = s.Text(17);
+  r.head_snapshot = s.Text(18);
+  return r;
+}
+
+constexpr char kSnapshotCols[] =
+    "id, team, sandbox, parent, label, kind, state, size_bytes, created_at_ms, error";
+
+SnapshotRecord ReadSnapshot(Stmt& s) {
+  SnapshotRecord r;
+  r.id = s.Text(0);
+  r.team = s.Text(1);
+  r.sandbox = s.Text(2);
+  r.parent = s.Text(3);
+  r.label = s.Text(4);
+  r.kind = s.Text(5);
+  r.state = s.Text(6);
+  r.size_bytes = s.Int(7);
+  r.created_at_ms = s.Int(8);
+  r.error = s.Text(9);
   return r;
 }
 
@@ -147,16 +167,16 @@ class SqliteStore : public Store {
   Status PutSandbox(const SandboxRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     return RunLocked(std::string("INSERT INTO sandboxes (") + kSandboxCols +
-                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
+                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
                          "state = excluded.state, template_digest = excluded.template_digest, "
                          "node = excluded.node, expires_at_ms = excluded.expires_at_ms, "
                          "timeout_s = excluded.timeout_s, metadata_json = excluded.metadata_json, "
                          "egress_json = excluded.egress_json, resources_json = excluded.resources_json, "
                          "timings_json = excluded.timings_json, uid_slot = excluded.uid_slot, "
-                         "error = excluded.error",
+                         "error = excluded.error, head_snapshot = excluded.head_snapshot",
                      {r.id, r.team, r.state, r.template_name, r.template_digest, r.runtime, r.node,
                       r.created_at_ms, r.expires_at_ms, r.timeout_s, r.on_timeout, r.metadata_json, r.env_json,
-                      r.egress_json, r.resources_json, r.timings_json, r.uid_slot, r.error});
+                      r.egress_json, r.resources_json, r.timings_json, r.uid_slot, r.error, r.head_snapshot});
   }
 
   Result<SandboxRecord> GetSandbox(const std::string& id) override {
@@ -202,6 +222,45 @@ class SqliteStore : public Store {
       ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
       out.push_back(ReadSandbox(s));
+    }
+    return out;
+  }
+
+  Status PutSnapshot(const SnapshotRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked(std::string("INSERT INTO snapshots (") + kSnapshotCols +
+                         ") VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET parent = excluded.parent, "
+                         "label = excluded.label, state = excluded.state, size_bytes = excluded.size_bytes, "
+                         "error = excluded.error",
+                     {r.id, r.team, r.sandbox, r.parent, r.label, r.kind, r.state, r.size_bytes, r.created_at_ms,
+                      r.error});
+  }
+
+  Result<SnapshotRecord> GetSnapshot(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, std::string("SELECT ") + kSnapshotCols + " FROM snapshots WHERE id = ?");
+    RETURN_IF_ERROR(s.Bind({id}));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("snapshot " + id + " not found");
+    return ReadSnapshot(s);
+  }
+
+  Result<std::vector<SnapshotRecord>> ListSnapshots(const std::string& sandbox) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string sql = std::string("SELECT ") + kSnapshotCols + " FROM snapshots";
+    std::vector<Value> args;
+    if (!sandbox.empty()) {
+      sql += " WHERE sandbox = ?";
+      args.emplace_back(sandbox);
+    }
+    sql += " ORDER BY created_at_ms, id";
+    Stmt s(db_, sql);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<SnapshotRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(ReadSnapshot(s));
     }
     return out;
   }

@@ -109,6 +109,26 @@ TEST_F(SqliteStoreTest, OperationsCommandsAuditKeys) {
   EXPECT_FALSE(store_->TeamForApiKey("zzz").ok());
 }
 
+TEST_F(SqliteStoreTest, SnapshotsAndHead) {
+  auto sb = Sbx("sbx_a", "t", "running");
+  sb.head_snapshot = "snap_1";
+  ASSERT_TRUE(store_->PutSandbox(sb).ok());
+  EXPECT_EQ(store_->GetSandbox("sbx_a")->head_snapshot, "snap_1");
+  SnapshotRecord a{"snap_1", "t", "sbx_a", "", "one", "filesystem", "local", 0, 1, ""};
+  SnapshotRecord b{"snap_2", "t", "sbx_a", "snap_1", "two", "filesystem", "local", 0, 2, ""};
+  ASSERT_TRUE(store_->PutSnapshot(a).ok());
+  ASSERT_TRUE(store_->PutSnapshot(b).ok());
+  b.state = "restorable";
+  b.size_bytes = 42;
+  ASSERT_TRUE(store_->PutSnapshot(b).ok());
+  auto list = store_->ListSnapshots("sbx_a");
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[1].state, "restorable");
+  EXPECT_EQ((*list)[1].parent, "snap_1");
+  EXPECT_EQ(store_->ListSnapshots("")->size(), 2u);
+  EXPECT_EQ(store_->GetSnapshot("snap_9").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(SqliteStoreTest, ReopenKeepsDataAndSchema) {
   ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_a", "t1", "running")).ok());
   store_.reset();

@@ -35,6 +35,20 @@ struct SandboxRecord {
   std::string timings_json = "{}";
   int64_t uid_slot = -1;        // host uid range index while the sandbox holds one
   std::string error;            // why it failed, when state == failed
+  std::string head_snapshot;    // the snapshot its files descend from most recently (parent of the next)
+};
+
+struct SnapshotRecord {
+  std::string id;
+  std::string team;
+  std::string sandbox;       // the sandbox it was taken of
+  std::string parent;        // previous snapshot in the lineage, "" for a first one
+  std::string label;
+  std::string kind = "filesystem";  // the ns runtime keeps files, not memory
+  std::string state;         // local|exporting|restorable|failed|deleted
+  int64_t size_bytes = 0;
+  int64_t created_at_ms = 0;
+  std::string error;
 };
 
 struct SandboxFilter {
@@ -97,6 +111,11 @@ class Store {
   virtual Result<std::vector<SandboxRecord>> ListSandboxes(const SandboxFilter& f) = 0;
   // Every sandbox not yet destroyed, any team: what the reconciler converges.
   virtual Result<std::vector<SandboxRecord>> ListLiveSandboxes() = 0;
+
+  virtual Status PutSnapshot(const SnapshotRecord& r) = 0;  // insert or replace
+  virtual Result<SnapshotRecord> GetSnapshot(const std::string& id) = 0;  // not_found
+  // A sandbox's snapshots (oldest first), or every snapshot when `sandbox` is "".
+  virtual Result<std::vector<SnapshotRecord>> ListSnapshots(const std::string& sandbox) = 0;
 
   virtual Status PutOperation(const OperationRecord& r) = 0;
   virtual Result<OperationRecord> GetOperation(const std::string& id) = 0;

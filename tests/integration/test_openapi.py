@@ -410,7 +410,8 @@ sys.path.insert(0, HERE)
 from harness import Server, is_root  # noqa: E402
 
 PLACEHOLDERS = {"id": "sbx_doesnotexist", "pid": "proc_doesnotexist", "name": "nope"}
-PER_PATH_ID = {"/v1/operations/{id}": "op_doesnotexist", "/v1/snapshots/{id}": "snap_doesnotexist"}
+PER_PATH_ID = {"/v1/operations/{id}": "op_doesnotexist", "/v1/snapshots/{id}": "snap_doesnotexist",
+               "/v1/snapshots/{id}/diff": "snap_doesnotexist"}
 
 # Bodies that are valid enough to reach the handler but can never create or build anything:
 # creation and template builds get a body with an unknown field (refused with 400).
