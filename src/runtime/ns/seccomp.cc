@@ -2,6 +2,7 @@
 
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <linux/btrfs.h>
 #include <seccomp.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -140,6 +141,17 @@ Result<std::vector<sock_filter>> BuildSeccompFilter() {
   rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
                         SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
   if (rc < 0) return SeccompError("rule unshare", rc);
+
+  // btrfs lets any user create subvolumes and snapshots inside a directory it owns. A
+  // subvolume made inside a sandbox root is outside the root's qgroup (so it escapes the
+  // disk limit) and is not part of the root's snapshots: refuse the ioctls that make them.
+  // ioctl's second argument is the request number.
+  for (unsigned long req : {BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SUBVOL_CREATE_V2, BTRFS_IOC_SNAP_CREATE,
+                            BTRFS_IOC_SNAP_CREATE_V2}) {
+    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                          SCMP_A1(SCMP_CMP_EQ, static_cast<scmp_datum_t>(req)));
+    if (rc < 0) return SeccompError("rule ioctl btrfs", rc);
+  }
 
   // libseccomp 2.5 exports only to an fd; a memfd avoids touching the filesystem.
   int raw = ::memfd_create("space-seccomp", MFD_CLOEXEC);

@@ -1,7 +1,9 @@
 // The seccomp filter, loaded in a forked child. Needs no privilege (no_new_privs).
 #include "runtime/ns/seccomp.h"
 
+#include <linux/btrfs.h>
 #include <linux/keyctl.h>
+#include <sys/ioctl.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -29,6 +31,10 @@ const Case kCases[] = {
     {"unshare(CLONE_NEWUSER)", [] { return static_cast<long>(unshare(CLONE_NEWUSER)); }, EPERM},
     {"open_tree", [] { return syscall(SYS_open_tree, -1, "/", 0); }, EPERM},
     {"perf_event_open", [] { return syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0); }, EPERM},
+    // On a non-btrfs fd these would fail with ENOTTY; the filter answers first.
+    {"btrfs subvol create", [] { return static_cast<long>(ioctl(0, BTRFS_IOC_SUBVOL_CREATE, nullptr)); }, EPERM},
+    {"btrfs snap create v2", [] { return static_cast<long>(ioctl(0, BTRFS_IOC_SNAP_CREATE_V2, nullptr)); }, EPERM},
+    {"other ioctl", [] { return static_cast<long>(ioctl(0, FIONREAD, nullptr)); }, 0},
     {"getpid", [] { return static_cast<long>(getpid()); }, 0},
     // Namespace flags other than CLONE_NEWUSER pass the filter; unshare(0) is a no-op.
     {"unshare(0)", [] { return static_cast<long>(unshare(0)); }, 0},
