@@ -52,6 +52,12 @@ class PoolImpl final : public Pool {
       LogInfo(kLog, "removing unfinished template build " + n);
       RETURN_IF_ERROR(backend_->RemoveTree(templates_dir_ + "/" + n));
     }
+    ASSIGN_OR_RETURN(std::vector<std::string> snaps, ListDir(snapshots_dir_));
+    for (const auto& n : snaps) {
+      if (n.rfind(kScratchPrefix, 0) != 0) continue;
+      LogInfo(kLog, "removing unfinished snapshot import " + n);
+      RETURN_IF_ERROR(backend_->RemoveTree(snapshots_dir_ + "/" + n));
+    }
     RETURN_IF_ERROR(RecoverRollbacks());
     ASSIGN_OR_RETURN(std::vector<std::string> roots, ListRoots());
     for (const auto& id : roots) {
@@ -153,6 +159,25 @@ class PoolImpl final : public Pool {
   }
 
   std::string SnapshotPath(const std::string& snap_id) const override { return snapshots_dir_ + "/" + snap_id; }
+
+  Status ImportSnapshot(const std::string& snap_id, const std::function<Status(const std::string&)>& fill) override {
+    RETURN_IF_ERROR(ValidateSnapshotId(snap_id));
+    RETURN_IF_ERROR(RequireSnapshots());
+    std::string snap = SnapshotPath(snap_id);
+    if (PathExists(snap)) return Conflict("snapshot " + snap_id + " already exists");
+    // Filled under a scratch name and sealed read-only in one step: a crash mid-import leaves
+    // only a scratch tree, which Recover() removes, never a partial snapshot.
+    std::string scratch = snapshots_dir_ + "/" + kScratchPrefix + snap_id;
+    (void)backend_->RemoveTree(scratch);
+    RETURN_IF_ERROR(backend_->CreateScratch(scratch));
+    Status st = fill(scratch);
+    if (st.ok()) st = backend_->Seal(scratch, snap);
+    if (!st.ok()) {
+      Status cleanup = backend_->RemoveTree(scratch);
+      if (!cleanup.ok()) LogError(kLog, "cleanup of " + scratch + ": " + cleanup.ToString());
+    }
+    return st;
+  }
 
   Result<std::vector<std::string>> ListSnapshots() override {
     RETURN_IF_ERROR(RequireSnapshots());

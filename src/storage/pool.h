@@ -74,7 +74,12 @@ class Pool {
   // ~3 ms clean, snapshot_test.cc), so a caller keeping the freeze short syncfs()es the root
   // before freezing.
   virtual Result<std::string> SnapshotRoot(const std::string& sandbox_id, const std::string& snap_id) = 0;
-  virtual Status DeleteSnapshot(const std::string& snap_id) = 0;  // idempotent
+  virtual Status DeleteSnapshot(const std::string& snap_id) = 0;
+  // Brings back a snapshot that is not present locally (restore from the snapshot store):
+  // `fill` writes the tree into an empty directory, which then becomes the read-only
+  // snapshots/<snap_id>. Nothing is left behind when `fill` fails.
+  virtual Status ImportSnapshot(const std::string& snap_id,
+                                const std::function<Status(const std::string& dir)>& fill) = 0;  // idempotent
   virtual std::string SnapshotPath(const std::string& snap_id) const = 0;
   virtual Result<std::vector<std::string>> ListSnapshots() = 0;  // snap ids present
   // A new sandbox root (writable) cloned from a snapshot, with the disk limit applied.

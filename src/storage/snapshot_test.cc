@@ -372,3 +372,40 @@ TEST_F(SnapshotTest, OverlayPoolHasNoSnapshots) {
 
 }  // namespace
 }  // namespace space::storage
+
+namespace space::storage {
+namespace {
+
+// A snapshot brought back from elsewhere (the snapshot store) becomes an ordinary read-only
+// local snapshot; a failed fill leaves nothing.
+TEST_F(SnapshotTest, ImportSnapshotSealsOrLeavesNothing) {
+  Open();
+  ASSERT_TRUE(pool_);
+  std::string good = NewId("snap");
+  Status st = pool_->ImportSnapshot(good, [](const std::string& dir) {
+    return WriteFileAtomic(dir + "/hello", "from the store\n", 0644);
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(Read(pool_->SnapshotPath(good) + "/hello"), "from the store\n");
+  EXPECT_NE(::open((pool_->SnapshotPath(good) + "/new").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644), 0);
+  EXPECT_EQ(errno, EROFS);
+  ASSERT_TRUE(pool_->CreateRootFromSnapshot("sbx_imp", good, 0).ok());
+  EXPECT_EQ(Read(pool_->RootPath("sbx_imp") + "/hello"), "from the store\n");
+  EXPECT_EQ(pool_->ImportSnapshot(good, [](const std::string&) { return Status::Ok(); }).code(),
+            StatusCode::kConflict);
+
+  std::string bad = NewId("snap");
+  st = pool_->ImportSnapshot(bad, [](const std::string& dir) {
+    (void)WriteFileAtomic(dir + "/partial", "x", 0644);
+    return Internal("object corrupt");
+  });
+  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(PathExists(pool_->SnapshotPath(bad)));
+  Result<Paths> left = ListDir(Config().data_dir + "/pool/snapshots");
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(*left, Paths{good});
+  ASSERT_TRUE(pool_->DestroyRoot("sbx_imp").ok());
+}
+
+}  // namespace
+}  // namespace space::storage
