@@ -153,11 +153,8 @@ void Api::Route(Request& req, Responder& res) {
     if (n == 4 && m == "POST" && sub == "timeout") return SetTimeout(req, res, id);
     if (n == 4 && m == "POST" && sub == "exec") return Exec(req, res, id);
     if (n == 4 && m == "GET" && sub == "commands") return Commands(req, res, id);
-    if (n == 4 && m == "POST" && sub == "suspend") {
-      return res.SendError(Unavailable("suspend is not implemented on this server yet (it needs the snapshot store)"));
-    }
-    if (n == 4 && m == "POST" && (sub == "pause" || sub == "resume" || sub == "snapshots" || sub == "fork" ||
-                                  sub == "rollback")) {
+    if (n == 4 && m == "POST" && (sub == "pause" || sub == "resume" || sub == "suspend" || sub == "snapshots" ||
+                                  sub == "fork" || sub == "rollback")) {
       return Lifecycle(req, res, id, sub);
     }
     if (n == 4 && m == "GET" && sub == "snapshots") return Lifecycle(req, res, id, "list_snapshots");

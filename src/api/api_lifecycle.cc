@@ -33,9 +33,11 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
   }
   auto body = ParseObject(req.body);
   if (!body.ok()) return res.SendError(body.status());
-  if (action == "pause" || action == "resume") {
+  if (action == "pause" || action == "resume" || action == "suspend") {
     if (Status st = CheckKnownFields(*body, {}); !st.ok()) return res.SendError(st);
-    auto op = action == "pause" ? node_->Pause(req.team, id) : node_->Resume(req.team, id);
+    auto op = action == "pause"    ? node_->Pause(req.team, id)
+              : action == "resume" ? node_->Resume(req.team, id)
+                                   : node_->Suspend(req.team, id);
     if (!op.ok()) return res.SendError(op.status());
     if (!WantsWait(req)) return res.SendJson(202, OperationJson(*op));
     auto done = node_->WaitOperation(req.team, op->id, kWaitMs);

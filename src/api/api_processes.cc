@@ -37,8 +37,7 @@ Result<node::ProcessSpec> ParseProcessSpec(const std::string& body, bool backgro
   }
   ASSIGN_OR_RETURN(bool tty, GetBool(b, "tty", false));
   if (tty) return InvalidArgument("tty is not supported by this server yet");
-  ASSIGN_OR_RETURN(bool snap, GetBool(b, "snapshot_before", false));
-  if (snap) return InvalidArgument("snapshot_before needs snapshots, which this server does not have yet");
+  ASSIGN_OR_RETURN(s.snapshot_before, GetBool(b, "snapshot_before", false));
   s.keep_stdin_open = background;
   return s;
 }
@@ -75,7 +74,7 @@ std::string SseEvent(const std::string& name, const nlohmann::json& data) {
 // Streams a process's events as SSE until it ends or the client leaves. Output chunks are
 // sent as UTF-8 text when they are valid (an incomplete trailing character waits for the next
 // chunk), as base64 otherwise.
-void StreamProcess(node::Process& proc, Responder& res) {
+void StreamProcess(node::Process& proc, Responder& res, const std::string& snapshot = "") {
   if (!res.StartStream(200, "text/event-stream").ok()) return;
   size_t next = 0;
   std::string carry[2];
@@ -95,7 +94,8 @@ void StreamProcess(node::Process& proc, Responder& res) {
       Status st;
       switch (e.kind) {
         case node::ProcessEvent::Kind::kStart:
-          st = res.Write(SseEvent("start", {{"pid", proc.id()}}));
+          st = res.Write(SseEvent("start", snapshot.empty() ? nlohmann::json{{"pid", proc.id()}}
+                                                             : nlohmann::json{{"pid", proc.id()}, {"snapshot", snapshot}}));
           break;
         case node::ProcessEvent::Kind::kStdout:
           st = emit_output(0, "stdout", std::move(e.data), false);
@@ -128,9 +128,16 @@ void Api::Exec(Request& req, Responder& res, const std::string& id) {
   auto spec = ParseProcessSpec(req.body, false);
   if (!spec.ok()) return res.SendError(spec.status());
   int64_t timeout_s = spec->timeout_s;
+  // A snapshot just before a risky command, so the caller can roll back what it did.
+  std::string before;
+  if (spec->snapshot_before) {
+    auto snap = node_->Snapshot(req.team, id, "before exec");
+    if (!snap.ok()) return res.SendError(snap.status());
+    before = snap->id;
+  }
   auto proc = node_->StartProcess(req.team, id, std::move(*spec));
   if (!proc.ok()) return res.SendError(proc.status());
-  if (req.Header("accept").find("text/event-stream") != std::string::npos) return StreamProcess(**proc, res);
+  if (req.Header("accept").find("text/event-stream") != std::string::npos) return StreamProcess(**proc, res, before);
   // The guest enforces the timeout; the node waits a little longer for its verdict.
   if (!(*proc)->WaitExited((timeout_s + 10) * 1000)) {
     return res.SendError(Unavailable("process " + (*proc)->id() + " did not report its exit in time"));
@@ -144,6 +151,7 @@ void Api::Exec(Request& req, Responder& res, const std::string& id) {
   }
   j["truncated"] = (*proc)->truncated();
   j["pid"] = (*proc)->id();
+  if (!before.empty()) j["snapshot"] = before;
   res.SendJson(200, j);
 }
 

@@ -17,7 +17,7 @@ bool WantsWait(const Request& req) { return req.Query("wait") == "true" || req.Q
 Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(nlohmann::json b, ParseObject(req.body));
   RETURN_IF_ERROR(CheckKnownFields(b, {"template", "runtime", "cpus", "memory_mb", "disk_mb", "timeout_s", "on_timeout",
-                                       "env", "metadata", "credentials", "from_snapshot"}));
+                                       "env", "metadata", "credentials", "from_snapshot", "snapshot_policy"}));
   node::CreateRequest c;
   c.team = req.team;
   c.received_mono_ns = req.received_mono_ns;
@@ -31,10 +31,18 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(c.disk_mb, GetInt(b, "disk_mb", 2048, 16, 16 << 20));
   ASSIGN_OR_RETURN(c.timeout_s, GetInt(b, "timeout_s", 300, 1, kMaxSandboxTimeoutS));
   ASSIGN_OR_RETURN(c.on_timeout, GetString(b, "on_timeout", "destroy", 16));
-  if (c.on_timeout == "suspend") {
-    return InvalidArgument("on_timeout 'suspend' needs suspend support, which this server does not have yet");
+  if (c.on_timeout != "destroy" && c.on_timeout != "suspend") {
+    return InvalidArgument("on_timeout must be 'destroy' or 'suspend'");
   }
-  if (c.on_timeout != "destroy") return InvalidArgument("on_timeout must be 'destroy' or 'suspend'");
+  if (b.contains("snapshot_policy") && !b["snapshot_policy"].is_null()) {
+    const auto& p = b["snapshot_policy"];
+    if (!p.is_object()) return InvalidArgument("field 'snapshot_policy' must be an object");
+    RETURN_IF_ERROR(CheckKnownFields(p, {"every_s", "keep", "max_age_s"}));
+    ASSIGN_OR_RETURN(int64_t every, GetInt(p, "every_s", 3600, 1, 86400));
+    ASSIGN_OR_RETURN(int64_t keep, GetInt(p, "keep", 24, 1, 1000));
+    ASSIGN_OR_RETURN(int64_t max_age, GetInt(p, "max_age_s", kMaxSandboxTimeoutS, 60, kMaxSandboxTimeoutS));
+    c.snapshot_policy = {{"every_s", every}, {"keep", keep}, {"max_age_s", max_age}};
+  }
   ASSIGN_OR_RETURN(c.env, GetStringMap(b, "env", 256, 256, 32768, IsEnvName));
   ASSIGN_OR_RETURN(c.metadata, GetStringMap(b, "metadata", 64, 64, 512, IsMetadataKey));
   ASSIGN_OR_RETURN(auto creds, GetStringList(b, "credentials", 32, 64));

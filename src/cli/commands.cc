@@ -106,8 +106,10 @@ int Main(int argc, char** argv) {
   int count = 1;
   auto* pause = app.add_subcommand("pause", "freeze every process of a sandbox");
   pause->add_option("id", id)->required();
-  auto* resume = app.add_subcommand("resume", "thaw a paused sandbox");
+  auto* resume = app.add_subcommand("resume", "thaw a paused sandbox, or bring a suspended one back");
   resume->add_option("id", id)->required();
+  auto* suspend = app.add_subcommand("suspend", "snapshot to the store, stop, and free the node's resources");
+  suspend->add_option("id", id)->required();
   auto* snapshot = app.add_subcommand("snapshot", "take a snapshot of a sandbox's files (prints its id)");
   snapshot->add_option("id", id)->required();
   snapshot->add_option("--label,-l", label, "a name for the snapshot");
@@ -224,8 +226,8 @@ int Main(int argc, char** argv) {
     if (r->status >= 300) return Fail(ResponseError(*r));
     return 0;
   }
-  if (pause->parsed() || resume->parsed()) {
-    std::string verb = pause->parsed() ? "pause" : "resume";
+  if (pause->parsed() || resume->parsed() || suspend->parsed()) {
+    std::string verb = pause->parsed() ? "pause" : resume->parsed() ? "resume" : "suspend";
     return PrintCall(c, "POST", "/v1/sandboxes/" + UrlEncode(id) + "/" + verb + "?wait=true", "", json,
                      [](const nlohmann::json& j) { std::cout << j.value("state", "") << "\n"; });
   }

@@ -17,6 +17,7 @@ struct Node::Live {
   std::string team;
   int64_t uid_slot = -1;
   std::atomic<int64_t> expires_at_ms{0};
+  std::atomic<int64_t> last_rolling_ms{0};  // when the rolling policy last took a snapshot
   std::unique_ptr<GuestClient> guest;
 
   std::mutex mu;

@@ -67,7 +67,10 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   rc.run_dir = HostRunDir() + "/run-" + Fnv1aHex(config.data_dir);
   ASSIGN_OR_RETURN(node->runtime_, runtime::NsRuntime::Create(rc));
   node->ops_ = std::make_unique<Operations>(store, config.workers);
+  ASSIGN_OR_RETURN(node->blobs_,
+                   snapshot::LocalBlobStore::Open(config.store_dir.empty() ? config.data_dir + "/store" : config.store_dir));
   RETURN_IF_ERROR(node->Reconcile());
+  RETURN_IF_ERROR(node->ReconcileSnapshots());
   node->timeout_thread_ = std::thread([n = node.get()] { n->TimeoutLoop(); });
   LogInfo("node", "ready: pool " + node->pool_->kind() + ", cgroup " + node->runtime_->cgroup_version());
   return node;
@@ -145,6 +148,7 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.egress_json = nlohmann::json(req.egress_profiles).dump();
   rec.resources_json =
       nlohmann::json{{"cpus", req.cpus}, {"memory_mb", req.memory_mb}, {"disk_mb", req.disk_mb}}.dump();
+  rec.policy_json = req.snapshot_policy.dump();
   RETURN_IF_ERROR(store_->PutSandbox(rec));
   Audit(req.team, rec.id, "lifecycle", "create", {{"template", req.template_name}});
   ASSIGN_OR_RETURN(store::OperationRecord op,
@@ -163,6 +167,7 @@ Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req) {
   Status st = [&]() -> Status {
     uint64_t disk_limit = static_cast<uint64_t>(req.disk_mb) << 20;
     if (!req.from_snapshot.empty()) {
+      RETURN_IF_ERROR(EnsureLocalSnapshot(req.from_snapshot));
       RETURN_IF_ERROR(pool_->CreateRootFromSnapshot(rec.id, req.from_snapshot, disk_limit).status());
       mark("clone_snapshot");
     } else {
@@ -326,6 +331,7 @@ void Node::TimeoutLoop() {
     }
     std::vector<std::pair<std::string, std::string>> expired;  // id, team
     int64_t now = WallNowMs();
+    RollSnapshots(now);
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [id, l] : live_) {
@@ -338,6 +344,17 @@ void Node::TimeoutLoop() {
     for (auto& [id, team] : expired) {
       auto rec = store_->GetSandbox(id);
       if (!rec.ok() || (rec->state != "running" && rec->state != "paused")) continue;
+      if (rec->on_timeout == "suspend") {
+        Audit(team, id, "lifecycle", "timeout", {{"on_timeout", "suspend"}});
+        auto op = ops_->Submit(team, "timeout", id, [this, id = id]() {
+          Status st = RunSuspend(id);
+          std::lock_guard<std::mutex> lock(mu_);
+          destroying_.erase(id);  // it may be resumed and time out again
+          return st;
+        });
+        if (!op.ok()) LogError("node", op.status().ToString());
+        continue;
+      }
       rec->state = "destroying";
       if (Status st = store_->PutSandbox(*rec); !st.ok()) LogError("node", st.ToString());
       Audit(team, id, "lifecycle", "timeout", {{"on_timeout", rec->on_timeout}});
@@ -369,6 +386,16 @@ Status Node::Reconcile() {
   int booted = 0, cleaned = 0;
   for (auto& rec : records) {
     if (rec.node != config_.node_name) continue;
+    if (rec.state == "suspended") continue;  // lives in the snapshot store, nothing on this node
+    if (rec.state == "resuming") {
+      // Interrupted while coming back: still suspended; a partial root goes in step 5.
+      rec.state = "suspended";
+      RETURN_IF_ERROR(store_->PutSandbox(rec));
+      continue;
+    }
+    // Interrupted while suspending: the root is deleted only after the export landed, so it
+    // is still here and the sandbox simply runs on.
+    if (rec.state == "suspending") rec.state = "running";
     if (rec.state == "running" || rec.state == "paused") {
       nlohmann::json steps = nlohmann::json::object();
       Status st = Boot(&rec, &steps);

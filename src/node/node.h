@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "node/process.h"
 #include "node/uid_slots.h"
 #include "runtime/runtime.h"
+#include "snapshot/local_blob_store.h"
 #include "storage/pool.h"
 #include "store/store.h"
 
@@ -33,6 +35,7 @@ struct NodeConfig {
   std::string guest_binary;      // static spaced
   std::string node_name = "local";
   std::string uid_lock_dir;      // default: <host run dir>/uid-slots (host-wide, tmpfs)
+  std::string store_dir;         // snapshot store; default <data_dir>/store
   int workers = 4;
   bool force_overlay = false;
   uint64_t loop_image_bytes = 64ull << 30;
@@ -51,6 +54,7 @@ struct CreateRequest {
   std::map<std::string, std::string> metadata;
   std::vector<std::string> egress_profiles;
   std::string from_snapshot;     // restore this snapshot instead of cloning the template
+  nlohmann::json snapshot_policy = nlohmann::json::object();  // {"every_s","keep","max_age_s"} or {}
   int64_t received_mono_ns = 0;  // when the API got the request, for timings.create_ms
 };
 
@@ -77,8 +81,10 @@ class Node {
   Result<store::OperationRecord> GetOperation(const std::string& team, const std::string& id);
   Result<store::OperationRecord> WaitOperation(const std::string& team, const std::string& id, int64_t timeout_ms);
 
-  // Lifecycle (node_lifecycle.cc). Pause: running -> paused; Resume: paused -> running;
-  // others answer conflict.
+  // Lifecycle (node_lifecycle.cc). Pause: running -> paused; Resume: paused -> running or
+  // suspended -> running (restored from the snapshot store); others answer conflict.
+  // Suspend: running|paused -> suspended: snapshot, export, stop, free the node's resources.
+  Result<store::OperationRecord> Suspend(const std::string& team, const std::string& id);
   Result<store::OperationRecord> Pause(const std::string& team, const std::string& id);
   Result<store::OperationRecord> Resume(const std::string& team, const std::string& id);
   // Snapshots: valid while running or paused. O(1): freeze, read-only btrfs snapshot, thaw.
@@ -144,6 +150,16 @@ class Node {
              const std::string& action, nlohmann::json detail);
   void TimeoutLoop();
   Status RunSnapshot(const std::string& id, store::SnapshotRecord* snap);
+  // Snapshot store (node_store.cc).
+  void QueueExport(const std::string& team, const std::string& snap_id);
+  Status RunExport(const std::string& snap_id);
+  Status RunGc();
+  // Makes sure snapshots/<snap_id> exists locally, restoring it from the store if needed.
+  Status EnsureLocalSnapshot(const std::string& snap_id);
+  Status RunSuspend(const std::string& id);
+  Status RunResumeFromStore(const std::string& id);
+  Status ReconcileSnapshots();
+  void RollSnapshots(int64_t now_ms);
   Status RunRollback(const std::string& id, const std::string& snap_id);
   Status SetState(const std::string& id, const std::string& state);
   Result<store::SandboxRecord> InState(const std::string& team, const std::string& id,
@@ -155,6 +171,10 @@ class Node {
   std::unique_ptr<runtime::NsRuntime> runtime_;
   UidSlots uid_slots_;
   std::unique_ptr<Operations> ops_;
+  std::unique_ptr<snapshot::LocalBlobStore> blobs_;
+  // Exports hold it shared, garbage collection exclusive: GC must never see an export's
+  // objects before its manifest.
+  std::shared_mutex blobs_mu_;
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // GUARDED_BY(mu_)

@@ -10,6 +10,7 @@
 #include "common/syscall.h"
 #include "node/live.h"
 #include "node/node.h"
+#include "snapshot/gc.h"
 #include "storage/diff.h"
 
 namespace space::node {
@@ -47,8 +48,11 @@ Result<store::OperationRecord> Node::Pause(const std::string& team, const std::s
 }
 
 Result<store::OperationRecord> Node::Resume(const std::string& team, const std::string& id) {
-  RETURN_IF_ERROR(InState(team, id, {"paused"}, "resume").status());
-  Audit(team, id, "lifecycle", "resume", {});
+  ASSIGN_OR_RETURN(store::SandboxRecord rec, InState(team, id, {"paused", "suspended"}, "resume"));
+  Audit(team, id, "lifecycle", "resume", {{"from", rec.state}});
+  if (rec.state == "suspended") {
+    return ops_->Submit(team, "resume", id, [this, id] { return RunResumeFromStore(id); });
+  }
   return ops_->Submit(team, "resume", id, [this, id]() -> Status {
     ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(id));
     if (rec.state != "paused") return Conflict("sandbox " + id + " is " + rec.state + ", not paused");
@@ -96,6 +100,7 @@ Result<store::SnapshotRecord> Node::Snapshot(const std::string& team, const std:
   if (done.state == "failed") return Internal("snapshot of " + id + " failed: " + done.error);
   if (done.state != "succeeded") return Unavailable("snapshot of " + id + " is still running: operation " + op.id);
   Audit(team, id, "lifecycle", "snapshot", {{"snapshot", snap->id}, {"label", label}});
+  QueueExport(team, snap->id);
   return store_->GetSnapshot(snap->id);
 }
 
@@ -125,7 +130,13 @@ Status Node::DeleteSnapshot(const std::string& team, const std::string& snap_id)
                    ops_->Submit(team, "delete_snapshot", snap.sandbox, [this, snap]() mutable -> Status {
                      RETURN_IF_ERROR(pool_->DeleteSnapshot(snap.id));
                      snap.state = "deleted";
-                     return store_->PutSnapshot(snap);
+                     RETURN_IF_ERROR(store_->PutSnapshot(snap));
+                     // Its objects go once no other manifest references them.
+                     {
+                       std::unique_lock<std::shared_mutex> lock(blobs_mu_);
+                       RETURN_IF_ERROR(snapshot::DeleteManifest(*blobs_, snap.id));
+                     }
+                     return RunGc();
                    }));
   ASSIGN_OR_RETURN(store::OperationRecord done, ops_->Wait(op.id, kSnapshotWaitMs));
   if (done.state != "succeeded") return Internal("delete snapshot " + snap_id + ": " + done.error);
@@ -187,6 +198,7 @@ Status Node::RunRollback(const std::string& id, const std::string& snap_id) {
   auto resources = nlohmann::json::parse(rec.resources_json, nullptr, false);
   int64_t disk_mb = resources.is_object() ? resources.value("disk_mb", int64_t{2048}) : 2048;
   // Its processes end: the ns runtime keeps files, not memory.
+  RETURN_IF_ERROR(EnsureLocalSnapshot(snap_id));
   TeardownLive(id);
   rec.uid_slot = -1;
   Status st = pool_->ReplaceRootFromSnapshot(id, snap_id, static_cast<uint64_t>(disk_mb) << 20);
@@ -215,6 +227,8 @@ Result<store::OperationRecord> Node::Rollback(const std::string& team, const std
 Result<nlohmann::json> Node::Diff(const std::string& team, const std::string& a, const std::string& against) {
   RETURN_IF_ERROR(GetSnapshot(team, a).status());
   RETURN_IF_ERROR(GetSnapshot(team, against).status());
+  RETURN_IF_ERROR(EnsureLocalSnapshot(a));
+  RETURN_IF_ERROR(EnsureLocalSnapshot(against));
   ASSIGN_OR_RETURN(storage::TreeDiff d, storage::DiffTrees(pool_->SnapshotPath(against), pool_->SnapshotPath(a)));
   return nlohmann::json{{"snapshot", a},
                         {"against", against},

@@ -41,6 +41,7 @@ struct ProcessSpec {
   int64_t timeout_s = 300;
   bool keep_stdin_open = false;      // background processes take stdin later
   std::string stdin_data;            // written then closed for buffered execs
+  bool snapshot_before = false;      // the API takes a snapshot before starting it
 };
 
 class Process : public StreamSink {

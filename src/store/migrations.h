@@ -87,6 +87,10 @@ CREATE TABLE snapshots (
 );
 CREATE INDEX snapshots_sandbox ON snapshots (sandbox, created_at_ms);
 )sql",
+    // 3: rolling snapshot policy per sandbox ({"every_s","keep","max_age_s"} or {}).
+    R"sql(
+ALTER TABLE sandboxes ADD COLUMN policy_json TEXT NOT NULL DEFAULT '{}';
+)sql",
 };
 
 }  // namespace space::store

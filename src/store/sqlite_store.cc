@@ -68,7 +68,7 @@ class Stmt {
 constexpr char kSandboxCols[] =
     "id, team, state, template_name, template_digest, runtime, node, created_at_ms, expires_at_ms, "
     "timeout_s, on_timeout, metadata_json, env_json, egress_json, resources_json, timings_json, uid_slot, error, "
-    "head_snapshot";
+    "head_snapshot, policy_json";
 
 SandboxRecord ReadSandbox(Stmt& s) {
   SandboxRecord r;
@@ -91,6 +91,7 @@ SandboxRecord ReadSandbox(Stmt& s) {
   r.uid_slot = s.Int(16);
   r.error = s.Text(17);
   r.head_snapshot = s.Text(18);
+  r.policy_json = s.Text(19);
   return r;
 }
 
@@ -167,16 +168,17 @@ class SqliteStore : public Store {
   Status PutSandbox(const SandboxRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     return RunLocked(std::string("INSERT INTO sandboxes (") + kSandboxCols +
-                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
+                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
                          "state = excluded.state, template_digest = excluded.template_digest, "
                          "node = excluded.node, expires_at_ms = excluded.expires_at_ms, "
                          "timeout_s = excluded.timeout_s, metadata_json = excluded.metadata_json, "
                          "egress_json = excluded.egress_json, resources_json = excluded.resources_json, "
                          "timings_json = excluded.timings_json, uid_slot = excluded.uid_slot, "
-                         "error = excluded.error, head_snapshot = excluded.head_snapshot",
+                         "error = excluded.error, head_snapshot = excluded.head_snapshot, "
+                         "policy_json = excluded.policy_json",
                      {r.id, r.team, r.state, r.template_name, r.template_digest, r.runtime, r.node,
                       r.created_at_ms, r.expires_at_ms, r.timeout_s, r.on_timeout, r.metadata_json, r.env_json,
-                      r.egress_json, r.resources_json, r.timings_json, r.uid_slot, r.error, r.head_snapshot});
+                      r.egress_json, r.resources_json, r.timings_json, r.uid_slot, r.error, r.head_snapshot, r.policy_json});
   }
 
   Result<SandboxRecord> GetSandbox(const std::string& id) override {

@@ -36,6 +36,7 @@ struct SandboxRecord {
   int64_t uid_slot = -1;        // host uid range index while the sandbox holds one
   std::string error;            // why it failed, when state == failed
   std::string head_snapshot;    // the snapshot its files descend from most recently (parent of the next)
+  std::string policy_json = "{}";  // rolling snapshots: {"every_s", "keep", "max_age_s"}
 };
 
 struct SnapshotRecord {
