@@ -58,7 +58,9 @@ nlohmann::json SandboxJson(const store::SandboxRecord& r) {
                       {"metadata", parse(r.metadata_json, nlohmann::json::object())},
                       {"egress_profiles", parse(r.egress_json, nlohmann::json::array())},
                       {"resources", parse(r.resources_json, nlohmann::json::object())},
-                      {"timings", parse(r.timings_json, nlohmann::json::object())}};
+                      {"timings", parse(r.timings_json, nlohmann::json::object())},
+                      {"snapshot_policy", parse(r.policy_json, nlohmann::json::object())},
+                      {"head_snapshot", r.head_snapshot.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.head_snapshot)}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
 }

@@ -159,9 +159,16 @@ void Api::StartProcess(Request& req, Responder& res, const std::string& id) {
   if (Status st = AutoResume(req, id); !st.ok()) return res.SendError(st);
   auto spec = ParseProcessSpec(req.body, true);
   if (!spec.ok()) return res.SendError(spec.status());
+  nlohmann::json out = nlohmann::json::object();
+  if (spec->snapshot_before) {
+    auto snap = node_->Snapshot(req.team, id, "before exec");
+    if (!snap.ok()) return res.SendError(snap.status());
+    out["snapshot"] = snap->id;
+  }
   auto proc = node_->StartProcess(req.team, id, std::move(*spec));
   if (!proc.ok()) return res.SendError(proc.status());
-  res.SendJson(201, {{"pid", (*proc)->id()}});
+  out["pid"] = (*proc)->id();
+  res.SendJson(201, out);
 }
 
 void Api::ListProcesses(Request& req, Responder& res, const std::string& id) {
