@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract bench asan clean
+.PHONY: all deps build run test unit integration contract bench bench-lifecycle asan clean
 
 all: build
 
@@ -35,6 +35,9 @@ contract:
 
 bench: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/create_exec.py
+
+bench-lifecycle: build
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/lifecycle.py
 
 asan: deps
 	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
