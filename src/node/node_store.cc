@@ -45,9 +45,15 @@ Status Node::RunExport(const std::string& snap_id) {
     std::shared_lock<std::shared_mutex> lock(blobs_mu_);
     stats = snapshot::Export(pool_->SnapshotPath(snap_id), snap_id, parent, *blobs_);
   }
-  // The record may have been deleted meanwhile; its manifest then goes at the next GC.
+  // Deleted while it was exporting: the manifest that just landed must go as well.
   ASSIGN_OR_RETURN(snap, store_->GetSnapshot(snap_id));
-  if (snap.state == "deleted") return Status::Ok();
+  if (snap.state == "deleted") {
+    if (stats.ok()) {
+      std::unique_lock<std::shared_mutex> lock(blobs_mu_);
+      RETURN_IF_ERROR(snapshot::DeleteManifest(*blobs_, snap_id));
+    }
+    return RunGc();
+  }
   if (!stats.ok()) {
     snap.state = "failed";
     snap.error = stats.status().message();

@@ -11,7 +11,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import Server, SPACE_BIN  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
-CONTRACT = os.path.join(ROOT, "../shared/contract/api_contract.py")
+# The contract lives beside the project (../shared); SPACE_CONTRACT overrides the path.
+CONTRACT = os.environ.get("SPACE_CONTRACT", os.path.join(ROOT, "../shared/contract/api_contract.py"))
 
 
 def main():
