@@ -91,6 +91,31 @@ CREATE INDEX snapshots_sandbox ON snapshots (sandbox, created_at_ms);
     R"sql(
 ALTER TABLE sandboxes ADD COLUMN policy_json TEXT NOT NULL DEFAULT '{}';
 )sql",
+    // 4: credentials (secrets sealed with a key kept outside the database), egress profiles,
+    // and which placeholder each sandbox got for each credential.
+    R"sql(
+CREATE TABLE credentials (
+  team TEXT NOT NULL,
+  name TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  sealed_secret TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (team, name)
+);
+CREATE TABLE egress_profiles (
+  team TEXT NOT NULL,
+  name TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (team, name)
+);
+CREATE TABLE sandbox_credentials (
+  sandbox TEXT NOT NULL,
+  name TEXT NOT NULL,
+  placeholder TEXT NOT NULL,
+  PRIMARY KEY (sandbox, name)
+);
+)sql",
 };
 
 }  // namespace space::store

@@ -267,6 +267,74 @@ class SqliteStore : public Store {
     return out;
   }
 
+  Status PutCredential(const CredentialRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("INSERT INTO credentials (team, name, spec_json, sealed_secret, created_at_ms) VALUES (?,?,?,?,?) "
+                     "ON CONFLICT (team, name) DO UPDATE SET spec_json = excluded.spec_json, "
+                     "sealed_secret = excluded.sealed_secret, created_at_ms = excluded.created_at_ms",
+                     {r.team, r.name, r.spec_json, r.sealed_secret, r.created_at_ms});
+  }
+
+  Result<CredentialRecord> GetCredential(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(auto all, QueryCredentials("WHERE team = ? AND name = ?", {team, name}));
+    if (all.empty()) return NotFound("credential " + name + " not found");
+    return all[0];
+  }
+
+  Result<std::vector<CredentialRecord>> ListCredentials(const std::string& team) override {
+    return QueryCredentials("WHERE team = ? ORDER BY name", {team});
+  }
+
+  Status DeleteCredential(const std::string& team, const std::string& name) override {
+    RETURN_IF_ERROR(GetCredential(team, name).status());
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("DELETE FROM credentials WHERE team = ? AND name = ?", {team, name});
+  }
+
+  Status PutEgressProfile(const EgressProfileRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("INSERT INTO egress_profiles (team, name, spec_json, created_at_ms) VALUES (?,?,?,?) "
+                     "ON CONFLICT (team, name) DO UPDATE SET spec_json = excluded.spec_json, "
+                     "created_at_ms = excluded.created_at_ms",
+                     {r.team, r.name, r.spec_json, r.created_at_ms});
+  }
+
+  Result<EgressProfileRecord> GetEgressProfile(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(auto all, QueryProfiles("WHERE team = ? AND name = ?", {team, name}));
+    if (all.empty()) return NotFound("egress profile " + name + " not found");
+    return all[0];
+  }
+
+  Result<std::vector<EgressProfileRecord>> ListEgressProfiles(const std::string& team) override {
+    return QueryProfiles("WHERE team = ? ORDER BY name", {team});
+  }
+
+  Status DeleteEgressProfile(const std::string& team, const std::string& name) override {
+    RETURN_IF_ERROR(GetEgressProfile(team, name).status());
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("DELETE FROM egress_profiles WHERE team = ? AND name = ?", {team, name});
+  }
+
+  Status PutSandboxCredential(const SandboxCredentialRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("INSERT INTO sandbox_credentials (sandbox, name, placeholder) VALUES (?,?,?) "
+                     "ON CONFLICT (sandbox, name) DO UPDATE SET placeholder = excluded.placeholder",
+                     {r.sandbox, r.name, r.placeholder});
+  }
+
+  Result<std::vector<SandboxCredentialRecord>> ListSandboxCredentials(const std::string& sandbox) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT sandbox, name, placeholder FROM sandbox_credentials WHERE sandbox = ? ORDER BY name");
+    RETURN_IF_ERROR(s.Bind({sandbox}));
+    std::vector<SandboxCredentialRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Text(2)});
+    }
+    return out;
+  }
+
   Status PutOperation(const OperationRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     return RunLocked(
@@ -394,6 +462,31 @@ class SqliteStore : public Store {
   }
 
  private:
+  Result<std::vector<CredentialRecord>> QueryCredentials(const std::string& where, const std::vector<Value>& args) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT team, name, spec_json, sealed_secret, created_at_ms FROM credentials " + where);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<CredentialRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Int(4)});
+    }
+    return out;
+  }
+  Result<std::vector<EgressProfileRecord>> QueryProfiles(const std::string& where, const std::vector<Value>& args) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT team, name, spec_json, created_at_ms FROM egress_profiles " + where);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<EgressProfileRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Int(3)});
+    }
+    return out;
+  }
+
   Status ExecLocked(const std::string& sql) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {

@@ -129,6 +129,27 @@ TEST_F(SqliteStoreTest, SnapshotsAndHead) {
   EXPECT_EQ(store_->GetSnapshot("snap_9").status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(SqliteStoreTest, CredentialsProfilesArePerTeam) {
+  ASSERT_TRUE(store_->PutCredential({"t1", "openai", "{}", "v1:sealed", 1}).ok());
+  ASSERT_TRUE(store_->PutCredential({"t2", "openai", "{}", "v1:other", 1}).ok());
+  EXPECT_EQ(store_->GetCredential("t1", "openai")->sealed_secret, "v1:sealed");
+  EXPECT_EQ(store_->ListCredentials("t1")->size(), 1u);
+  EXPECT_EQ(store_->GetCredential("t3", "openai").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->DeleteCredential("t1", "openai").ok());
+  EXPECT_EQ(store_->DeleteCredential("t1", "openai").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->GetCredential("t2", "openai").ok());
+
+  ASSERT_TRUE(store_->PutEgressProfile({"t1", "github", R"({"allow":[]})", 1}).ok());
+  EXPECT_EQ(store_->ListEgressProfiles("t1")->size(), 1u);
+  EXPECT_EQ(store_->ListEgressProfiles("t2")->size(), 0u);
+  ASSERT_TRUE(store_->DeleteEgressProfile("t1", "github").ok());
+
+  ASSERT_TRUE(store_->PutSandboxCredential({"sbx_a", "openai", "space-cred-x"}).ok());
+  auto sc = store_->ListSandboxCredentials("sbx_a");
+  ASSERT_EQ(sc->size(), 1u);
+  EXPECT_EQ((*sc)[0].placeholder, "space-cred-x");
+}
+
 TEST_F(SqliteStoreTest, ReopenKeepsDataAndSchema) {
   ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_a", "t1", "running")).ok());
   store_.reset();

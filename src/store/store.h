@@ -52,6 +52,31 @@ struct SnapshotRecord {
   std::string error;
 };
 
+// A credential: its public spec as JSON and its secret sealed with the node's key-encryption
+// key (never stored in clear).
+struct CredentialRecord {
+  std::string team;
+  std::string name;
+  std::string spec_json;
+  std::string sealed_secret;
+  int64_t created_at_ms = 0;
+};
+
+// A named, additive egress allowlist.
+struct EgressProfileRecord {
+  std::string team;
+  std::string name;
+  std::string spec_json;
+  int64_t created_at_ms = 0;
+};
+
+// The placeholder a sandbox holds in place of a credential's secret.
+struct SandboxCredentialRecord {
+  std::string sandbox;
+  std::string name;
+  std::string placeholder;
+};
+
 struct SandboxFilter {
   std::string team;                       // required
   std::optional<std::string> state;
@@ -117,6 +142,19 @@ class Store {
   virtual Result<SnapshotRecord> GetSnapshot(const std::string& id) = 0;  // not_found
   // A sandbox's snapshots (oldest first), or every snapshot when `sandbox` is "".
   virtual Result<std::vector<SnapshotRecord>> ListSnapshots(const std::string& sandbox) = 0;
+
+  virtual Status PutCredential(const CredentialRecord& r) = 0;  // insert or replace
+  virtual Result<CredentialRecord> GetCredential(const std::string& team, const std::string& name) = 0;
+  virtual Result<std::vector<CredentialRecord>> ListCredentials(const std::string& team) = 0;
+  virtual Status DeleteCredential(const std::string& team, const std::string& name) = 0;  // not_found
+
+  virtual Status PutEgressProfile(const EgressProfileRecord& r) = 0;
+  virtual Result<EgressProfileRecord> GetEgressProfile(const std::string& team, const std::string& name) = 0;
+  virtual Result<std::vector<EgressProfileRecord>> ListEgressProfiles(const std::string& team) = 0;
+  virtual Status DeleteEgressProfile(const std::string& team, const std::string& name) = 0;
+
+  virtual Status PutSandboxCredential(const SandboxCredentialRecord& r) = 0;
+  virtual Result<std::vector<SandboxCredentialRecord>> ListSandboxCredentials(const std::string& sandbox) = 0;
 
   virtual Status PutOperation(const OperationRecord& r) = 0;
   virtual Result<OperationRecord> GetOperation(const std::string& id) = 0;
