@@ -31,7 +31,7 @@ integration:
 
 contract:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
-	  python3 tests/integration/run_contract.py core lifecycle
+	  python3 tests/integration/run_contract.py core lifecycle egress
 
 bench: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/create_exec.py

@@ -42,6 +42,9 @@ class Api {
   void Snapshots(Request& req, Responder& res, const std::string& snap_id, const std::string& action);
   // Resumes a paused sandbox first when the caller asked for ?auto_resume=true.
   Status AutoResume(Request& req, const std::string& id);
+  // Credentials and egress profiles (api_credentials.cc)
+  void Credentials(Request& req, Responder& res, const std::string& name);
+  void EgressProfiles(Request& req, Responder& res, const std::string& name);
   // Processes (api_processes.cc)
   void Exec(Request& req, Responder& res, const std::string& id);
   void StartProcess(Request& req, Responder& res, const std::string& id);

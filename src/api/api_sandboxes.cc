@@ -45,8 +45,7 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   }
   ASSIGN_OR_RETURN(c.env, GetStringMap(b, "env", 256, 256, 32768, IsEnvName));
   ASSIGN_OR_RETURN(c.metadata, GetStringMap(b, "metadata", 64, 64, 512, IsMetadataKey));
-  ASSIGN_OR_RETURN(auto creds, GetStringList(b, "credentials", 32, 64));
-  if (!creds.empty()) return InvalidArgument("credentials are not supported by this server yet");
+  ASSIGN_OR_RETURN(c.credentials, GetStringList(b, "credentials", 32, 63));
   ASSIGN_OR_RETURN(c.from_snapshot, GetString(b, "from_snapshot", "", 80));
   if (!c.from_snapshot.empty() && !IsId(c.from_snapshot, "snap")) {
     return NotFound("snapshot " + c.from_snapshot + " not found");

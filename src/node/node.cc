@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <linux/magic.h>
 
 #include "common/clock.h"
@@ -69,6 +70,11 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   node->ops_ = std::make_unique<Operations>(store, config.workers);
   ASSIGN_OR_RETURN(node->blobs_,
                    snapshot::LocalBlobStore::Open(config.store_dir.empty() ? config.data_dir + "/store" : config.store_dir));
+  ASSIGN_OR_RETURN(credentials::Kek kek,
+                   credentials::LoadOrCreateKek(config.kek_path.empty() ? config.data_dir + "/credentials.kek"
+                                                                        : config.kek_path,
+                                                std::getenv("SPACE_KEK")));
+  node->kek_ = std::make_unique<credentials::Kek>(std::move(kek));
   RETURN_IF_ERROR(node->Reconcile());
   RETURN_IF_ERROR(node->ReconcileSnapshots());
   node->timeout_thread_ = std::thread([n = node.get()] { n->TimeoutLoop(); });
@@ -144,7 +150,9 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.expires_at_ms = rec.created_at_ms + req.timeout_s * 1000;
   rec.on_timeout = req.on_timeout;
   rec.metadata_json = nlohmann::json(req.metadata).dump();
-  rec.env_json = nlohmann::json(req.env).dump();
+  std::map<std::string, std::string> env = req.env;
+  RETURN_IF_ERROR(AttachCredentials(req, rec.id, &env));
+  rec.env_json = nlohmann::json(env).dump();
   rec.egress_json = nlohmann::json(req.egress_profiles).dump();
   rec.resources_json =
       nlohmann::json{{"cpus", req.cpus}, {"memory_mb", req.memory_mb}, {"disk_mb", req.disk_mb}}.dump();

@@ -23,6 +23,7 @@
 #include "node/operations.h"
 #include "node/process.h"
 #include "node/uid_slots.h"
+#include "credentials/kek.h"
 #include "runtime/runtime.h"
 #include "snapshot/local_blob_store.h"
 #include "storage/pool.h"
@@ -36,6 +37,9 @@ struct NodeConfig {
   std::string node_name = "local";
   std::string uid_lock_dir;      // default: <host run dir>/uid-slots (host-wide, tmpfs)
   std::string store_dir;         // snapshot store; default <data_dir>/store
+  // Key-encryption key for credential secrets, outside the database; SPACE_KEK (64 hex
+  // characters) overrides. Default <data_dir>/credentials.kek (mode 0600).
+  std::string kek_path;
   int workers = 4;
   bool force_overlay = false;
   uint64_t loop_image_bytes = 64ull << 30;
@@ -55,6 +59,7 @@ struct CreateRequest {
   std::vector<std::string> egress_profiles;
   std::string from_snapshot;     // restore this snapshot instead of cloning the template
   nlohmann::json snapshot_policy = nlohmann::json::object();  // {"every_s","keep","max_age_s"} or {}
+  std::vector<std::string> credentials;  // names; the sandbox gets placeholders, never secrets
   int64_t received_mono_ns = 0;  // when the API got the request, for timings.create_ms
 };
 
@@ -128,6 +133,17 @@ class Node {
   Result<storage::TemplateInfo> ImportTemplate(const std::string& name, const std::string& source,
                                                const storage::ProgressFn& progress);
 
+  // Credentials and egress profiles (node_credentials.cc). Secrets are write-only: no method
+  // returns one.
+  Result<nlohmann::json> PutCredential(const std::string& team, const std::string& name, const nlohmann::json& body);
+  Result<nlohmann::json> GetCredential(const std::string& team, const std::string& name);
+  Result<nlohmann::json> ListCredentials(const std::string& team);
+  Status DeleteCredential(const std::string& team, const std::string& name);
+  Result<nlohmann::json> PutEgressProfile(const std::string& team, const std::string& name, const nlohmann::json& body);
+  Result<nlohmann::json> GetEgressProfile(const std::string& team, const std::string& name);
+  Result<nlohmann::json> ListEgressProfiles(const std::string& team);
+  Status DeleteEgressProfile(const std::string& team, const std::string& name);
+
   Result<std::vector<store::AuditEvent>> Audit(const store::AuditFilter& filter);
   store::Store* store() { return store_; }
   std::string pool_kind() const { return pool_->kind(); }
@@ -160,6 +176,10 @@ class Node {
   Status RunResumeFromStore(const std::string& id);
   Status ReconcileSnapshots();
   void RollSnapshots(int64_t now_ms);
+  // Gives a new sandbox a placeholder per requested credential (in `env` under the
+  // credential's env name) after checking existence, expiry and scope.
+  Status AttachCredentials(const CreateRequest& req, const std::string& sandbox_id,
+                           std::map<std::string, std::string>* env);
   Status RunRollback(const std::string& id, const std::string& snap_id);
   Status SetState(const std::string& id, const std::string& state);
   Result<store::SandboxRecord> InState(const std::string& team, const std::string& id,
@@ -172,6 +192,7 @@ class Node {
   UidSlots uid_slots_;
   std::unique_ptr<Operations> ops_;
   std::unique_ptr<snapshot::LocalBlobStore> blobs_;
+  std::unique_ptr<credentials::Kek> kek_;
   // Exports hold it shared, garbage collection exclusive: GC must never see an export's
   // objects before its manifest.
   std::shared_mutex blobs_mu_;
