@@ -1,16 +1,14 @@
-// Byte encodings at the API edge: base64 and UTF-8 validation for process output and stdin.
+// UTF-8 validation at the API edge, for process output (base64 is in common/base64.h).
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "common/base64.h"
 #include "common/result.h"
 
 namespace space::api {
 
-std::string Base64Encode(std::string_view in);
-// Strict decoding (standard alphabet, '=' padding optional); fails on any other byte.
-Result<std::string> Base64Decode(std::string_view in);
 
 bool IsValidUtf8(std::string_view s);
 // Length of the longest prefix of `s` that does not end inside a multi-byte UTF-8 sequence,

@@ -16,6 +16,7 @@ TEST(Base64Test, RoundTripsAllLengths) {
   }
   EXPECT_EQ(Base64Encode("hi"), "aGk=");
   EXPECT_FALSE(Base64Decode("a$==").ok());
+  EXPECT_FALSE(Base64Decode("aGk").ok());  // padding is required
   EXPECT_FALSE(Base64Decode("a").ok());
 }
 

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "api/encoding.h"
+#include "common/base64.h"
 #include "cli/client.h"
 #include "cli/dev.h"
 #include "common/syscall.h"
@@ -183,7 +183,7 @@ int Main(int argc, char** argv) {
     if (!::isatty(STDIN_FILENO)) {
       std::stringstream in;
       in << std::cin.rdbuf();
-      if (!in.str().empty()) body["stdin_b64"] = api::Base64Encode(in.str());
+      if (!in.str().empty()) body["stdin_b64"] = Base64Encode(in.str());
     }
     int code = 1;
     Status st = c.Stream("POST", "/v1/sandboxes/" + UrlEncode(id) + "/exec", body.dump(), [&](const SseEvent& ev) {
@@ -192,7 +192,7 @@ int Main(int argc, char** argv) {
       FILE* out = ev.name == "stderr" ? stderr : stdout;
       if (ev.name == "stdout" || ev.name == "stderr") {
         std::string bytes = d.value("data", "");
-        if (d.contains("data_b64")) bytes = api::Base64Decode(d.value("data_b64", "")).value();
+        if (d.contains("data_b64")) bytes = Base64Decode(d.value("data_b64", "")).value();
         std::fwrite(bytes.data(), 1, bytes.size(), out);
         std::fflush(out);
       } else if (ev.name == "exit") {

@@ -28,8 +28,5 @@ Result<std::string> Seal(const Kek& kek, std::string_view plaintext, std::string
 Result<std::string> Open(const Kek& kek, std::string_view sealed, std::string_view aad);
 
 // Standard base64 (RFC 4648 §4, with padding). Decode is strict: no whitespace, canonical
-// padding and zero bits under it, so each byte string has exactly one accepted encoding.
-std::string Base64Encode(std::string_view data);
-bool Base64Decode(std::string_view text, std::string* out);
 
 }  // namespace space::credentials

@@ -1,5 +1,7 @@
 #include "credentials/secret_box.h"
 
+#include "common/base64.h"
+
 #include <gtest/gtest.h>
 
 #include "credentials/credential.h"
@@ -8,29 +10,6 @@ namespace space::credentials {
 namespace {
 
 Kek TestKek(char fill) { return std::move(Kek::FromHex(std::string(64, fill))).value(); }
-
-TEST(Base64, MatchesRfc4648Vectors) {
-  struct Case {
-    std::string plain, encoded;
-  } cases[] = {{"", ""},
-               {"f", "Zg=="},
-               {"fo", "Zm8="},
-               {"foo", "Zm9v"},
-               {"foob", "Zm9vYg=="},
-               {"fooba", "Zm9vYmE="},
-               {"foobar", "Zm9vYmFy"},
-               {std::string("\0\xff", 2), "AP8="}};
-  for (const auto& c : cases) {
-    EXPECT_EQ(Base64Encode(c.plain), c.encoded);
-    std::string out;
-    ASSERT_TRUE(Base64Decode(c.encoded, &out)) << c.encoded;
-    EXPECT_EQ(out, c.plain);
-  }
-  std::string out;
-  for (const char* bad : {"Zg", "Zg=", "Z===", "Zh==", "Zm9=", "Zm 9", "Zm9v\n", "Zg==Zg==", "Z!==", "=Zg="}) {
-    EXPECT_FALSE(Base64Decode(bad, &out)) << bad;
-  }
-}
 
 TEST(SecretBox, RoundTrips) {
   Kek kek = TestKek('1');
@@ -64,8 +43,9 @@ TEST(SecretBox, EveryFlippedByteFailsToOpen) {
   Kek kek = TestKek('1');
   auto sealed = Seal(kek, "sk-secret-value", "aad");
   ASSERT_TRUE(sealed.ok());
-  std::string raw;
-  ASSERT_TRUE(Base64Decode(sealed->substr(3), &raw));
+  auto decoded = Base64Decode(sealed->substr(3));
+  ASSERT_TRUE(decoded.ok());
+  std::string raw = *decoded;
   for (size_t i = 0; i < raw.size(); ++i) {  // nonce, ciphertext and tag alike
     std::string tampered = raw;
     tampered[i] ^= 0x01;

@@ -108,6 +108,8 @@ Status Node::DeleteEgressProfile(const std::string& team, const std::string& nam
 Status Node::AttachCredentials(const CreateRequest& req, const std::string& sandbox_id,
                                std::map<std::string, std::string>* env) {
   int64_t now = WallNowMs();
+  // Every credential is checked before any is attached, so a refused create leaves nothing.
+  std::vector<credentials::CredentialSpec> specs;
   for (const auto& name : req.credentials) {
     auto rec = store_->GetCredential(req.team, name);
     if (!rec.ok()) return NotFound("credential " + name + " not found");
@@ -118,6 +120,10 @@ Status Node::AttachCredentials(const CreateRequest& req, const std::string& sand
     if (!credentials::ScopeMatches(spec, sandbox_id, req.metadata)) {
       return PermissionDenied("credential " + name + " is scoped to " + spec.scope + ", which this sandbox is not");
     }
+    specs.push_back(std::move(spec));
+  }
+  for (const auto& spec : specs) {
+    const std::string& name = spec.name;
     std::string placeholder = credentials::NewPlaceholder();
     RETURN_IF_ERROR(store_->PutSandboxCredential({sandbox_id, name, placeholder}));
     if (!spec.env.empty()) (*env)[spec.env] = placeholder;
