@@ -14,7 +14,8 @@ deps:
 	@./scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSPACE_COMPONENTS="common;guest;runtime;storage;snapshot;credentials;store;node;api;cli;bin" >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
 run: build
@@ -40,7 +41,8 @@ bench-lifecycle: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/lifecycle.py
 
 asan: deps
-	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+	  -DSPACE_COMPONENTS="common;guest;runtime;storage;snapshot;credentials;store;node;api;cli;bin" >/dev/null
 	@cmake --build $(BUILD_DIR)-asan -j$(JOBS)
 	cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600
 
