@@ -15,7 +15,7 @@ deps:
 
 build: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DSPACE_COMPONENTS="common;guest;runtime;storage;snapshot;credentials;store;node;api;cli;bin" >/dev/null
+	  -USPACE_COMPONENTS >/dev/null
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
 run: build
@@ -42,7 +42,7 @@ bench-lifecycle: build
 
 asan: deps
 	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
-	  -DSPACE_COMPONENTS="common;guest;runtime;storage;snapshot;credentials;store;node;api;cli;bin" >/dev/null
+	  -USPACE_COMPONENTS >/dev/null
 	@cmake --build $(BUILD_DIR)-asan -j$(JOBS)
 	cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600
 
