@@ -18,6 +18,7 @@ struct Node::Live {
   int64_t uid_slot = -1;
   std::atomic<int64_t> expires_at_ms{0};
   std::atomic<int64_t> last_rolling_ms{0};  // when the rolling policy last took a snapshot
+  int64_t rolling_every_ms = 0;             // from the sandbox's snapshot_policy; 0 = none
   std::unique_ptr<GuestClient> guest;
 
   std::mutex mu;

@@ -245,6 +245,9 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps) {
   live->team = rec->team;
   live->uid_slot = slot;
   live->expires_at_ms = rec->expires_at_ms;
+  live->last_rolling_ms = WallNowMs();
+  auto policy = nlohmann::json::parse(rec->policy_json, nullptr, false);
+  if (policy.is_object()) live->rolling_every_ms = policy.value("every_s", int64_t{0}) * 1000;
   live->guest = std::make_unique<GuestClient>(std::move(launched->channel), rec->id);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -190,13 +190,13 @@ void Node::RollSnapshots(int64_t now_ms) {
     for (auto& [id, l] : live_) live.push_back(l);
   }
   for (auto& l : live) {
+    // Checked from the cached interval first: this runs every tick for every sandbox.
+    if (l->rolling_every_ms <= 0 || now_ms - l->last_rolling_ms.load() < l->rolling_every_ms) continue;
+    l->last_rolling_ms = now_ms;
     auto rec = store_->GetSandbox(l->id);
     if (!rec.ok() || rec->state != "running") continue;
     auto policy = nlohmann::json::parse(rec->policy_json, nullptr, false);
-    if (!policy.is_object() || !policy.contains("every_s")) continue;
-    int64_t every_ms = policy.value("every_s", int64_t{0}) * 1000;
-    if (every_ms <= 0 || now_ms - l->last_rolling_ms.load() < every_ms) continue;
-    l->last_rolling_ms = now_ms;
+    if (!policy.is_object()) continue;
     std::string team = rec->team, id = rec->id;
     int64_t keep = policy.value("keep", int64_t{24});
     int64_t max_age_ms = policy.value("max_age_s", int64_t{7 * 86400}) * 1000;
