@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract bench bench-lifecycle asan clean
+.PHONY: all deps build run test unit integration contract bench bench-lifecycle asan fuzz clean
 
 all: build
 
@@ -46,5 +46,13 @@ asan: deps
 	@cmake --build $(BUILD_DIR)-asan -j$(JOBS)
 	cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600
 
+# libFuzzer on the hostile-input parsers, 60 s each (clang; corpora start empty).
+fuzz: deps
+	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_DIR)-fuzz -DSPACE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
+	  -DSPACE_COMPONENTS="common;guest;snapshot" >/dev/null
+	@cmake --build $(BUILD_DIR)-fuzz -j$(JOBS) --target frame_parser_fuzz json_parsers_fuzz
+	$(BUILD_DIR)-fuzz/tests/fuzz/frame_parser_fuzz -max_total_time=60 -max_len=4096
+	$(BUILD_DIR)-fuzz/tests/fuzz/json_parsers_fuzz -max_total_time=60 -max_len=8192
+
 clean:
-	rm -rf $(BUILD_DIR) $(BUILD_DIR)-asan
+	rm -rf $(BUILD_DIR) $(BUILD_DIR)-asan $(BUILD_DIR)-fuzz

@@ -432,7 +432,8 @@ void GuestDaemon::FinishProcess(uint32_t stream) {
     size_t drained = 0;
     char buf[kChunkSize];
     while (w->fd && drained < kMaxDrainAtExit) {
-      ssize_t n = RetryEintr([&] { return ::read(w->fd.get(), buf, sizeof buf); });
+      int fd = w->fd.get();  // clang 14 cannot capture structured bindings in a lambda
+      ssize_t n = RetryEintr([&] { return ::read(fd, buf, sizeof buf); });
       if (n <= 0) break;
       Send(type, stream, std::string_view(buf, static_cast<size_t>(n)));
       drained += static_cast<size_t>(n);

@@ -212,7 +212,9 @@ Status DeletePath(const std::string& path, bool recursive) {
     if (::rmdir(path.c_str()) != 0) return ErrnoStatus("rmdir", path, errno);
     return Status::Ok();
   }
-  UniqueFd dir(RetryEintr([&] { return ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); }));
+  // A plain pointer: clang 14 cannot capture structured bindings in a lambda.
+  const char* parent_path = parent.c_str();
+  UniqueFd dir(RetryEintr([&] { return ::open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC); }));
   if (!dir) return ErrnoStatus("open", parent, errno);
   return RemoveAt(dir.get(), name, path, 0);
 }
