@@ -102,7 +102,13 @@ int RunDev(const DevOptions& options) {
   LogInfo("dev", "shutting down");
   server.Stop();
   (*node)->Stop();
-  return 0;
+  LogInfo("dev", "stopped");
+  // Connection threads are detached and may still be inside a handler (a long SSE stream);
+  // leaving without running destructors keeps them from touching freed objects. Everything
+  // durable is already in the store.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(0);
 }
 
 }  // namespace space::cli
