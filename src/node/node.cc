@@ -66,6 +66,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   // Scratch dirs live on tmpfs (mkdir on ext4 costs milliseconds on the create path); the name
   // is derived from the data dir so a restarted node finds its predecessor's leftovers.
   rc.run_dir = HostRunDir() + "/run-" + Fnv1aHex(config.data_dir);
+  node->run_dir_ = rc.run_dir;
   ASSIGN_OR_RETURN(node->runtime_, runtime::NsRuntime::Create(rc));
   node->ops_ = std::make_unique<Operations>(store, config.workers);
   ASSIGN_OR_RETURN(node->blobs_,
@@ -104,6 +105,8 @@ void Node::Stop() {
     l->guest->Shutdown();
     if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("node", st.ToString());
   }
+  // The per-data-dir scratch dir goes once empty (a restart makes it again).
+  if (!run_dir_.empty()) ::rmdir(run_dir_.c_str());
 }
 
 size_t Node::live_count() {

@@ -187,6 +187,7 @@ class Node {
 
   const NodeConfig config_;
   store::Store* const store_;
+  std::string run_dir_;  // the runtime's scratch dir on tmpfs
   std::unique_ptr<storage::Pool> pool_;
   std::unique_ptr<runtime::NsRuntime> runtime_;
   UidSlots uid_slots_;
