@@ -5,14 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "common/dir.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 
 namespace space::snapshot {
 
-// Names in the open directory `dir_fd` (borrowed), without "." and "..", byte-sorted so
-// walks are deterministic. `what` names the directory in errors.
-Result<std::vector<std::string>> ListDirAt(int dir_fd, const std::string& what);
 
 // Opens directory `name` beneath `parent_fd`; fails (ENOTDIR/ELOOP) if it is a symlink or
 // not a directory, which is what keeps a walk beneath its root.

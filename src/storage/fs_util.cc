@@ -11,30 +11,6 @@
 
 namespace space::storage {
 
-Result<std::vector<std::string>> ListDirAt(int dir_fd, const std::string& what) {
-  // fdopendir takes ownership, so hand it a duplicate.
-  int dup = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return ErrnoStatus("fcntl F_DUPFD", what, errno);
-  DIR* d = ::fdopendir(dup);
-  if (d == nullptr) {
-    int e = errno;
-    ::close(dup);
-    return ErrnoStatus("fdopendir", what, e);
-  }
-  ::rewinddir(d);
-  std::vector<std::string> names;
-  errno = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return ErrnoStatus("readdir", what, err);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 namespace {
 
 Status RemoveAt(int parent_fd, const std::string& name, const std::string& path) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dir.h"
 #include "common/result.h"
 
 namespace space::storage {
@@ -15,8 +16,6 @@ Status RemoveTree(const std::string& path);
 
 // Names in directory `path` (no "." or ".."), sorted.
 Result<std::vector<std::string>> ListDir(const std::string& path);
-// Same for an open directory fd (borrowed); `what` names it in errors.
-Result<std::vector<std::string>> ListDirAt(int dir_fd, const std::string& what);
 
 // True if `path` exists (lstat).
 bool PathExists(const std::string& path);
