@@ -66,6 +66,9 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   // Scratch dirs live on tmpfs (mkdir on ext4 costs milliseconds on the create path); the name
   // is derived from the data dir so a restarted node finds its predecessor's leftovers.
   rc.run_dir = HostRunDir() + "/run-" + Fnv1aHex(config.data_dir);
+  // Each node owns one parent cgroup, named like its scratch dir: several nodes on one host
+  // (tests, a fleet on one machine) must never reconcile away each other's sandboxes.
+  rc.cgroup_name = "space-" + Fnv1aHex(config.data_dir);
   node->run_dir_ = rc.run_dir;
   ASSIGN_OR_RETURN(node->runtime_, runtime::NsRuntime::Create(rc));
   node->ops_ = std::make_unique<Operations>(store, config.workers);

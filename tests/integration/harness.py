@@ -136,23 +136,32 @@ def sse_events(raw):
     return out
 
 
-def space_cgroups(sid=None):
-    """Sandbox cgroup dirs left on the host (all hierarchies)."""
+def node_cgroup_name(data_dir):
+    """The parent cgroup of a node's sandboxes: "space-" + FNV-1a of its data dir (node.cc)."""
+    h = 1469598103934665603
+    for c in data_dir.encode():
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return "space-%016x" % h
+
+
+def space_cgroups(sid=None, data_dir=None):
+    """Sandbox cgroup dirs left on the host (all hierarchies); only one node's with data_dir."""
+    want = node_cgroup_name(data_dir) if data_dir else None
     found = []
     for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
         if not os.path.isdir(root):
             continue
-        for h in os.listdir(root):
-            d = os.path.join(root, h, "space")
-            if os.path.isdir(d):
+        parents = [os.path.join(root, h) for h in os.listdir(root)] + [root]
+        for base in parents:
+            if not os.path.isdir(base):
+                continue
+            for name in os.listdir(base):
+                d = os.path.join(base, name)
+                if not name.startswith("space") or (want and name != want) or not os.path.isdir(d):
+                    continue
                 for leaf in os.listdir(d):
                     if leaf.startswith("sbx_") and (sid is None or leaf == sid):
                         found.append(os.path.join(d, leaf))
-        d = os.path.join(root, "space")
-        if os.path.isdir(d):
-            for leaf in os.listdir(d):
-                if leaf.startswith("sbx_") and (sid is None or leaf == sid):
-                    found.append(os.path.join(d, leaf))
     return found
 
 

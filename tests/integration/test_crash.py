@@ -29,7 +29,7 @@ class CrashTest(unittest.TestCase):
         self.s.cleanup()
 
     def sandbox_cgroups(self):
-        return sorted({os.path.basename(p) for p in space_cgroups()})
+        return sorted({os.path.basename(p) for p in space_cgroups(data_dir=self.s.data_dir)})
 
     def test_kill9_while_running_then_restart(self):
         keep = self.s.create()

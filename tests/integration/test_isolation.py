@@ -5,7 +5,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Server, is_root  # noqa: E402
+from harness import Server, is_root, space_cgroups  # noqa: E402
 
 
 @unittest.skipUnless(is_root(), "needs root")
@@ -98,9 +98,8 @@ class IsolationTest(unittest.TestCase):
                             {"cmd": ["sh", "-c", "for i in $(seq 1 3000); do sleep 20 & done; wait"]})
         self.assertEqual(st, 201, p)
         # Read the sandbox's task count from the host: pids.max holds it at 1024.
-        v1 = "/sys/fs/cgroup/pids/space/%s/pids.current" % self.sid
-        v2 = "/sys/fs/cgroup/space/%s/pids.current" % self.sid
-        path = v1 if os.path.exists(v1) else v2
+        path = [p for p in space_cgroups(self.sid, self.s.data_dir)
+                if os.path.exists(os.path.join(p, "pids.current"))][0] + "/pids.current"
         peak = 0
         for _ in range(100):
             with open(path) as f:
