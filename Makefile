@@ -24,8 +24,12 @@ run: build
 test: build
 	@$(MAKE) --no-print-directory unit integration contract
 
+# The store's tests run against SQLite and against a throwaway PostgreSQL cluster that lives
+# only as long as ctest does; SPACE_TEST_PG_REQUIRED makes a missing database fail, not skip.
+PG_CLUSTER = SPACE_TEST_PG_REQUIRED=1 ./scripts/pg-test-cluster.sh run --
+
 unit:
-	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600
+	$(PG_CLUSTER) sh -c 'cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600'
 
 integration:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 -m unittest discover -v -s tests/integration -p 'test_*.py'
@@ -44,7 +48,7 @@ asan: deps
 	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -USPACE_COMPONENTS >/dev/null
 	@cmake --build $(BUILD_DIR)-asan -j$(JOBS)
-	cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600
+	$(PG_CLUSTER) sh -c 'cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600'
 
 # libFuzzer on the hostile-input parsers, 60 s each (clang; corpora start empty).
 fuzz: deps

@@ -8,12 +8,15 @@ PACKAGES=(
   libboost-dev nlohmann-json3-dev           # Boost.Beast/Asio HTTP, JSON
   libseccomp-dev libcap-dev                 # sandbox confinement
   libsqlite3-dev libssl-dev libzstd-dev     # store, hashing
+  libpq-dev                                 # PostgreSQL store (libpq)
   libbtrfsutil-dev btrfs-progs              # storage pool
+  libmnl-dev libnftables-dev nftables       # sandbox network: veth via netlink, firewall
   libcli11-dev                              # command line
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and benchmarks
   busybox-static debootstrap                # templates
   bubblewrap util-linux                     # benchmark baselines (bwrap, unshare)
-  python3 iproute2 sqlite3                  # integration tests
+  python3 iproute2 sqlite3 openssl          # integration tests (openssl: the egress tests' CA)
+  postgresql                                # throwaway cluster for the store tests (pg-test-cluster.sh)
 )
 
 missing=()
@@ -23,6 +26,10 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+# The E2B end-to-end test runs the real JavaScript SDK (tests/e2b). A node/npm already on the
+# PATH (e.g. a newer one from elsewhere) is used as is; otherwise Debian's.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

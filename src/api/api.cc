@@ -56,7 +56,7 @@ nlohmann::json SandboxJson(const store::SandboxRecord& r) {
                       {"timeout_s", r.timeout_s},
                       {"on_timeout", r.on_timeout},
                       {"metadata", parse(r.metadata_json, nlohmann::json::object())},
-                      {"egress_profiles", parse(r.egress_json, nlohmann::json::array())},
+                      {"egress_profiles", node::Node::EgressProfileNames(r.egress_json)},
                       {"resources", parse(r.resources_json, nlohmann::json::object())},
                       {"timings", parse(r.timings_json, nlohmann::json::object())},
                       {"snapshot_policy", parse(r.policy_json, nlohmann::json::object())},

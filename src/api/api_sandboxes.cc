@@ -1,6 +1,8 @@
 // Sandboxes, operations, audit, templates and metrics.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "api/api.h"
 #include "api/validate.h"
 #include "common/clock.h"
@@ -50,9 +52,24 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   if (!c.from_snapshot.empty() && !IsId(c.from_snapshot, "snap")) {
     return NotFound("snapshot " + c.from_snapshot + " not found");
   }
-  if (!req.Header("x-space-egress-profile").empty()) {
-    // Refused rather than ignored: a caller asking for egress must not silently get none.
-    return InvalidArgument("egress profiles are not supported by this server yet; sandboxes have no network egress");
+  // X-Space-Egress-Profile: name[,name...], the union of those profiles; none = no egress.
+  std::string header = req.Header("x-space-egress-profile");
+  if (header.size() > 4096) return InvalidArgument("X-Space-Egress-Profile is longer than 4096 bytes");
+  size_t start = 0;
+  while (start <= header.size() && !header.empty()) {
+    size_t comma = header.find(',', start);
+    if (comma == std::string::npos) comma = header.size();
+    std::string name = header.substr(start, comma - start);
+    while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    if (!IsTemplateName(name)) {
+      return InvalidArgument("X-Space-Egress-Profile: profile names must match [a-z0-9][a-z0-9._-]{0,62}");
+    }
+    if (std::find(c.egress_profiles.begin(), c.egress_profiles.end(), name) == c.egress_profiles.end()) {
+      c.egress_profiles.push_back(name);
+    }
+    if (c.egress_profiles.size() > 16) return InvalidArgument("X-Space-Egress-Profile: at most 16 profiles");
+    start = comma + 1;
   }
   return c;
 }

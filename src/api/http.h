@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +33,8 @@ struct Request {
 class Responder {
  public:
   virtual ~Responder() = default;
+  // Adds a header to the response sent next (Send or StartStream), e.g. a paging token.
+  void AddHeader(std::string name, std::string value) { extra_headers_.emplace_back(std::move(name), std::move(value)); }
   virtual void Send(int status, std::string_view content_type, std::string body) = 0;
   // Starts a streamed response (no Content-Length; the connection closes at the end).
   virtual Status StartStream(int status, std::string_view content_type) = 0;
@@ -44,6 +48,9 @@ class Responder {
   void SendError(const Status& st) {
     SendJson(StatusCodeHttp(st.code()), {{"code", std::string(StatusCodeWord(st.code()))}, {"message", st.message()}});
   }
+
+ protected:
+  std::vector<std::pair<std::string, std::string>> extra_headers_;
 };
 
 // Decodes %XX and '+' (in queries). Fails on malformed escapes and NUL bytes.

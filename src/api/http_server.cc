@@ -30,6 +30,7 @@ class BeastResponder : public Responder {
     res.set(http::field::server, "space");
     res.set(http::field::content_type, content_type);
     res.keep_alive(keep_alive_);
+    for (const auto& [name, value] : extra_headers_) res.set(name, value);
     res.body() = std::move(body);
     res.prepare_payload();
     beast::error_code ec;
@@ -42,7 +43,9 @@ class BeastResponder : public Responder {
     std::string head = "HTTP/1.1 " + std::to_string(status) + " " +
                        std::string(http::obsolete_reason(static_cast<http::status>(status))) +
                        "\r\nServer: space\r\nContent-Type: " + std::string(content_type) +
-                       "\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+                       "\r\nCache-Control: no-cache\r\nConnection: close\r\n";
+    for (const auto& [name, value] : extra_headers_) head += name + ": " + value + "\r\n";
+    head += "\r\n";
     sent_ = true;
     keep_alive_ = false;  // the stream ends when the connection closes
     return Write(head);

@@ -67,8 +67,15 @@ int Main(int argc, char** argv) {
   auto* dev_cmd = app.add_subcommand("dev", "run the all-in-one server on this machine");
   dev_cmd->add_option("--listen", dev.listen, "ADDR:PORT (port 0 picks a free one)");
   dev_cmd->add_option("--data-dir", dev.data_dir, "state directory");
+  dev_cmd->add_option("--store", dev.store,
+                      "store URL: a SQLite path or sqlite://PATH, or postgres://USER:PASS@HOST:PORT/DB "
+                      "(default: SQLite at <data-dir>/state.db)");
   dev_cmd->add_option("--guest", dev.guest_binary, "path of the static spaced binary");
   dev_cmd->add_flag("--overlay", dev.force_overlay, "use overlayfs instead of btrfs for sandbox roots");
+  dev_cmd->add_flag("--no-egress", dev.no_egress, "no sandbox network at all (egress profiles are refused)");
+  dev_cmd->add_option("--egress-dns", dev.egress_dns, "resolver the egress gateway asks (IP[:PORT]; default: resolv.conf)");
+  dev_cmd->add_option("--egress-upstream-ca", dev.egress_upstream_ca,
+                      "extra CA certificate file the gateway trusts for upstream TLS");
 
   std::string tmpl = "base", id, src, dst, name;
   int64_t timeout = 0;

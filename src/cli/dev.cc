@@ -11,7 +11,9 @@
 #include "api/http_server.h"
 #include "common/log.h"
 #include "common/syscall.h"
+#include "e2b/e2b.h"
 #include "node/node.h"
+#include "store/open_store.h"
 #include "store/store.h"
 
 namespace space::cli {
@@ -62,7 +64,10 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
   }
-  auto store = store::OpenSqliteStore(options.data_dir + "/state.db");
+  // The data dir still holds what is local to this machine (pool, sandbox roots, API key file)
+  // when the store is elsewhere.
+  std::string store_url = options.store.empty() ? options.data_dir + "/state.db" : options.store;
+  auto store = store::OpenStore(store_url);
   if (!store.ok()) {
     std::cerr << "space dev: " << store.status().ToString() << "\n";
     return 1;
@@ -74,6 +79,9 @@ int RunDev(const DevOptions& options) {
   }
   node::NodeConfig nc;
   nc.data_dir = options.data_dir;
+  nc.egress = !options.no_egress;
+  nc.egress_upstream_dns = options.egress_dns;
+  nc.egress_upstream_ca = options.egress_upstream_ca;
   nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
   nc.force_overlay = options.force_overlay;
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
@@ -89,7 +97,16 @@ int RunDev(const DevOptions& options) {
     return 1;
   }
   api::Api api(node->get());
-  api::HttpServer server(hc, [&api](api::Request& req, api::Responder& res) { api.Handle(req, res); });
+  // The E2B-compatible surface shares the listener; it answers only its own paths/headers.
+  e2b::E2b e2b(node->get(), options.data_dir + "/e2b-token.key");
+  if (Status st = e2b.Init(); !st.ok()) {
+    std::cerr << "space dev: " << st.ToString() << "\n";
+    return 1;
+  }
+  api::HttpServer server(hc, [&api, &e2b](api::Request& req, api::Responder& res) {
+    if (e2b::E2b::Handles(req)) return e2b.Handle(req, res);
+    api.Handle(req, res);
+  });
   auto bound = server.Start();
   if (!bound.ok()) {
     std::cerr << "space dev: " << bound.status().ToString() << "\n";

@@ -482,6 +482,12 @@ void GuestDaemon::StartFileOp(const Frame& f) {
     if (!st.ok()) return SendError(f.stream, st);
     Send(FrameType::kFileResult, f.stream, "{}");
   };
+  std::optional<Owner> owner;
+  if (!op->owner.empty()) {
+    Result<UserEntry> user = ResolveUser(op->owner, ctx_.passwd_path);
+    if (!user.ok()) return SendError(f.stream, user.status());
+    owner = Owner{user->uid, user->gid};
+  }
   switch (op->kind) {
     case FileOp::Kind::kRead: {
       Result<OpenedFile> file = OpenForRead(op->path);
@@ -491,7 +497,7 @@ void GuestDaemon::StartFileOp(const Frame& f) {
       return;
     }
     case FileOp::Kind::kWrite: {
-      Result<std::unique_ptr<FileWriter>> w = FileWriter::Create(op->path, op->mode.value_or(0644));
+      Result<std::unique_ptr<FileWriter>> w = FileWriter::Create(op->path, op->mode.value_or(0644), owner);
       if (!w.ok()) return SendError(f.stream, w.status());
       uploads_[f.stream] = std::move(*w);
       return;
@@ -514,7 +520,7 @@ void GuestDaemon::StartFileOp(const Frame& f) {
     case FileOp::Kind::kStat:
       return reply(StatPath(op->path));
     case FileOp::Kind::kMkdir:
-      return reply_status(MakeDirectory(op->path, op->mode.value_or(0755)));
+      return reply_status(MakeDirectory(op->path, op->mode.value_or(0755), owner));
     case FileOp::Kind::kMove:
       return reply_status(MovePath(op->path, op->to));
     case FileOp::Kind::kDelete:

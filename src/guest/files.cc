@@ -48,7 +48,9 @@ json EntryJson(const std::string& name, const std::string& path, const struct st
               {"type", TypeWord(st.st_mode)},
               {"size", static_cast<uint64_t>(st.st_size)},
               {"mode", static_cast<unsigned>(st.st_mode & 07777)},
-              {"mtime", FormatRfc3339(mtime_ms)}};
+              {"mtime", FormatRfc3339(mtime_ms)},
+              {"uid", static_cast<uint64_t>(st.st_uid)},
+              {"gid", static_cast<uint64_t>(st.st_gid)}};
 }
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
@@ -167,6 +169,13 @@ Result<FileOp> ParseFileOp(std::string_view payload) {
     if (!rec->is_boolean()) return InvalidArgument("file op: recursive must be a boolean");
     op.recursive = rec->get<bool>();
   }
+  if (const json* owner = Member(j, "owner")) {
+    if (!owner->is_string() || owner->get_ref<const std::string&>().empty() ||
+        owner->get_ref<const std::string&>().size() > 32) {
+      return InvalidArgument("file op: owner must be a user name or uid");
+    }
+    op.owner = owner->get<std::string>();
+  }
   if (const json* depth = Member(j, "depth")) {
     if (!depth->is_number_unsigned() || depth->get<uint64_t>() < 1 || depth->get<uint64_t>() > kMaxListDepth) {
       return InvalidArgument("file op: depth must be an integer in 1..8");
@@ -191,7 +200,28 @@ Result<json> ListDirectory(const std::string& path, int depth) {
   return json{{"entries", std::move(entries)}};
 }
 
-Status MakeDirectory(const std::string& path, mode_t mode) { return MakeDirs(path, mode); }
+Status MakeDirectory(const std::string& path, mode_t mode, const std::optional<Owner>& owner) {
+  if (!owner) return MakeDirs(path, mode);
+  // Component by component, so that exactly the directories created here change owner.
+  std::string prefix;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i + 1);
+    if (j == std::string::npos) j = path.size();
+    prefix = path.substr(0, j);
+    i = j;
+    if (prefix == "/" || prefix.empty()) continue;
+    if (::mkdir(prefix.c_str(), mode) == 0) {
+      if (::lchown(prefix.c_str(), owner->uid, owner->gid) != 0) return ErrnoStatus("lchown", prefix, errno);
+    } else if (errno != EEXIST) {
+      return ErrnoStatus("mkdir", prefix, errno);
+    }
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus("mkdir", path, ENOTDIR);
+  return Status::Ok();
+}
 
 Status MovePath(const std::string& from, const std::string& to) {
   RETURN_IF_ERROR(MakeDirs(SplitParent(to).first, 0755));
@@ -239,15 +269,21 @@ FileWriter::~FileWriter() {
   if (!committed_) ::unlink(temp_.c_str());
 }
 
-Result<std::unique_ptr<FileWriter>> FileWriter::Create(const std::string& path, mode_t mode) {
+Result<std::unique_ptr<FileWriter>> FileWriter::Create(const std::string& path, mode_t mode,
+                                                       const std::optional<Owner>& owner) {
   auto [parent, name] = SplitParent(path);
   if (name.empty() || path.back() == '/') return InvalidArgument("write " + path + ": not a file path");
-  RETURN_IF_ERROR(MakeDirs(parent, 0755));
+  RETURN_IF_ERROR(MakeDirectory(parent, 0755, owner));
   // The temp name does not derive from `name` so it stays within NAME_MAX.
   std::string temp = JoinPath(parent, ".spaced-upload-" + RandomHex(8));
   UniqueFd fd(RetryEintr(
       [&] { return ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600); }));
   if (!fd) return ErrnoStatus("open", temp, errno);
+  if (owner && ::fchown(fd.get(), owner->uid, owner->gid) != 0) {
+    int e = errno;
+    ::unlink(temp.c_str());
+    return ErrnoStatus("fchown", path, e);
+  }
   return std::unique_ptr<FileWriter>(new FileWriter(path, std::move(temp), std::move(fd), mode));
 }
 

@@ -34,6 +34,15 @@ struct FileOp {
   std::optional<mode_t> mode;      // kWrite (default 0644), kMkdir (default 0755)
   bool recursive = false;          // kDelete
   int depth = 1;                   // kList
+  // kWrite, kMkdir: the account (name or uid) that owns what the op creates, so a file an
+  // E2B client writes as `user` is that user's, as envd does it. Absent: root.
+  std::string owner;
+};
+
+// uid and gid that created files and directories get.
+struct Owner {
+  uid_t uid = 0;
+  gid_t gid = 0;
 };
 
 // Parses and validates a kFileOp payload; failures are kInvalidArgument.
@@ -44,8 +53,9 @@ Result<nlohmann::json> StatPath(const std::string& path);
 // {"entries": [...]} of the directory at `path`, descending `depth` levels (1 = just its
 // children), at most kMaxListEntries, sorted by name within each directory.
 Result<nlohmann::json> ListDirectory(const std::string& path, int depth);
-// mkdir -p; `mode` applies to created directories (subject to umask).
-Status MakeDirectory(const std::string& path, mode_t mode);
+// mkdir -p; `mode` applies to created directories (subject to umask); `owner` (if any)
+// becomes the owner of every directory this call created.
+Status MakeDirectory(const std::string& path, mode_t mode, const std::optional<Owner>& owner = std::nullopt);
 // rename(2), creating the destination's parent directories first.
 Status MovePath(const std::string& from, const std::string& to);
 // unlink or rmdir; `recursive` removes a directory tree without following symlinks.
@@ -64,8 +74,9 @@ Result<OpenedFile> OpenForRead(const std::string& path);
 // destructor removes the temp file unless committed.
 class FileWriter {
  public:
-  // Creates parent directories (0755) and the temp file.
-  static Result<std::unique_ptr<FileWriter>> Create(const std::string& path, mode_t mode);
+  // Creates parent directories (0755) and the temp file, owned by `owner` when given.
+  static Result<std::unique_ptr<FileWriter>> Create(const std::string& path, mode_t mode,
+                                                    const std::optional<Owner>& owner = std::nullopt);
   ~FileWriter();
   FileWriter(const FileWriter&) = delete;
   FileWriter& operator=(const FileWriter&) = delete;

@@ -39,6 +39,10 @@ TEST(ParseFileOpTest, Table) {
       {R"({"op":"delete","path":"/a","recursive":true})", true},
       {R"({"op":"mkdir","path":"/a","mode":null})", true},
       {R"({"op":"stat","path":"/a"})", true},
+      {R"({"op":"write","path":"/a","owner":"user"})", true},
+      {R"({"op":"mkdir","path":"/a","owner":"1000"})", true},
+      {R"({"op":"mkdir","path":"/a","owner":""})", false},
+      {R"({"op":"mkdir","path":"/a","owner":1000})", false},
       {R"({"op":"chmod","path":"/a"})", false},
       {R"({"op":1,"path":"/a"})", false},
       {R"({"path":"/a"})", false},
@@ -206,6 +210,29 @@ TEST_F(FilesTest, MkdirMoveDelete) {
   EXPECT_TRUE(DeletePath(P("moved/deeper"), false).ok());
   EXPECT_EQ(DeletePath(P("missing"), true).code(), StatusCode::kNotFound);
   EXPECT_EQ(DeletePath("/", true).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(FilesTest, OwnerGetsWhatTheOpCreatesOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  ASSERT_TRUE(MakeDirectory(P("pre"), 0755).ok());
+  const Owner owner{4321, 4322};
+  ASSERT_TRUE(MakeDirectory(P("pre/a/b"), 0755, owner).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(P("pre").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);  // existed before: unchanged
+  ASSERT_EQ(::stat(P("pre/a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4321u);
+  EXPECT_EQ(st.st_gid, 4322u);
+  auto w = FileWriter::Create(P("pre/c/f"), 0644, owner);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Append("x").ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  ASSERT_EQ(::stat(P("pre/c/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4321u);
+  ASSERT_EQ(::stat(P("pre/c").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4321u);
+  Write("pre/file", "1");
+  EXPECT_FALSE(MakeDirectory(P("pre/file"), 0755, owner).ok());
 }
 
 }  // namespace

@@ -72,11 +72,11 @@ enum class FrameType : uint8_t {
 //
 // kFileOp JSON: {"op": "read|write|list|stat|mkdir|move|delete", "path": "/abs",
 //   "to": "/abs" (move), "mode": n (write, mkdir), "recursive": bool (delete),
-//   "depth": n (list, 1..8)}
+//   "depth": n (list, 1..8), "owner": "user" | "1000" (write, mkdir: owner of what is created)}
 // kFileResult JSON:
 //   read:   {"size": n}            (then data)
 //   write:  {"path": p, "size": n}
-//   stat:   Entry                  {"name","path","type":"file|dir|symlink|other","size","mode","mtime"}
+//   stat:   Entry                  {"name","path","type":"file|dir|symlink|other","size","mode","mtime","uid","gid"}
 //   list:   {"entries": [Entry...]} at most 10000 entries
 //   mkdir, move, delete: {}
 

@@ -49,7 +49,8 @@ std::string HostRunDir() {
 Node::Node(const NodeConfig& config, store::Store* store)
     : config_(config),
       store_(store),
-      uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir) {}
+      uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir),
+      net_slots_(HostRunDir() + "/net-slots") {}
 
 Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store* store) {
   std::unique_ptr<Node> node(new Node(config, store));
@@ -79,7 +80,9 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
                                                                         : config.kek_path,
                                                 std::getenv("SPACE_KEK")));
   node->kek_ = std::make_unique<credentials::Kek>(std::move(kek));
+  if (config.egress) RETURN_IF_ERROR(node->StartEgress());
   RETURN_IF_ERROR(node->Reconcile());
+  if (config.egress) node->ReconcileEgress();
   RETURN_IF_ERROR(node->ReconcileSnapshots());
   node->timeout_thread_ = std::thread([n = node.get()] { n->TimeoutLoop(); });
   LogInfo("node", "ready: pool " + node->pool_->kind() + ", cgroup " + node->runtime_->cgroup_version());
@@ -106,8 +109,10 @@ void Node::Stop() {
   }
   for (auto& [id, l] : live) {
     l->guest->Shutdown();
+    DetachEgress(l.get());
     if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("node", st.ToString());
   }
+  StopEgress();
   // The per-data-dir scratch dir goes once empty (a restart makes it again).
   if (!run_dir_.empty()) ::rmdir(run_dir_.c_str());
 }
@@ -156,10 +161,10 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.expires_at_ms = rec.created_at_ms + req.timeout_s * 1000;
   rec.on_timeout = req.on_timeout;
   rec.metadata_json = nlohmann::json(req.metadata).dump();
+  ASSIGN_OR_RETURN(rec.egress_json, SnapshotEgressProfiles(req.team, req.egress_profiles));
   std::map<std::string, std::string> env = req.env;
   RETURN_IF_ERROR(AttachCredentials(req, rec.id, &env));
   rec.env_json = nlohmann::json(env).dump();
-  rec.egress_json = nlohmann::json(req.egress_profiles).dump();
   rec.resources_json =
       nlohmann::json{{"cpus", req.cpus}, {"memory_mb", req.memory_mb}, {"disk_mb", req.disk_mb}}.dump();
   rec.policy_json = req.snapshot_policy.dump();
@@ -238,6 +243,15 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps) {
     }
   }
   spec.guest_env.push_back("SPACE_SANDBOX_ID=" + rec->id);
+  if (HasEgress(*rec)) {
+    // The gateway's CA is added to the system bundle at boot; point the runtimes that keep
+    // their own trust stores at it too.
+    for (const char* e : {"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+                          "REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt",
+                          "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/space-gateway-ca.pem"}) {
+      spec.guest_env.push_back(e);
+    }
+  }
   (*steps)["uid_slot"] = static_cast<double>(MonoNowNs() - t) / 1e6;
   auto launched = runtime_->Launch(spec);
   if (!launched.ok()) {
@@ -261,6 +275,11 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps) {
   }
   RETURN_IF_ERROR(live->guest->Start(kHelloTimeoutMs));
   (*steps)["guest_hello"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  if (HasEgress(*rec)) {
+    t = MonoNowNs();
+    RETURN_IF_ERROR(AttachEgress(*rec, live.get(), launched->pid));
+    (*steps)["egress"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  }
   return Status::Ok();
 }
 
@@ -275,6 +294,7 @@ void Node::TeardownLive(const std::string& id) {
     }
   }
   if (live) live->guest->Shutdown();
+  if (live) DetachEgress(live.get());
   if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("node", "destroy " + id + ": " + st.ToString());
   if (live) uid_slots_.Release(live->uid_slot);
 }

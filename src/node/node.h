@@ -24,6 +24,8 @@
 #include "node/process.h"
 #include "node/uid_slots.h"
 #include "credentials/kek.h"
+#include "gateway/gateway.h"
+#include "network/sandbox_network.h"
 #include "runtime/runtime.h"
 #include "snapshot/local_blob_store.h"
 #include "storage/pool.h"
@@ -43,6 +45,10 @@ struct NodeConfig {
   int workers = 4;
   bool force_overlay = false;
   uint64_t loop_image_bytes = 64ull << 30;
+  // Egress (DESIGN.md §5). Off: sandboxes get loopback only and egress profiles are refused.
+  bool egress = true;
+  std::string egress_upstream_dns;  // "ip[:port]" the gateway resolves with; default resolv.conf
+  std::string egress_upstream_ca;   // extra CA file trusted for upstream TLS (tests)
 };
 
 // A create request after the API validated its shape.
@@ -121,8 +127,9 @@ class Node {
 
   // Files, resolved inside the sandbox by its guest. Valid while running.
   Result<std::string> ReadFile(const std::string& team, const std::string& id, const std::string& path);
+  // `owner` (user name or uid, "" = root) owns the file and the parents the write creates.
   Result<nlohmann::json> WriteFile(const std::string& team, const std::string& id, const std::string& path,
-                                   int mode, std::string_view data);
+                                   int mode, std::string_view data, const std::string& owner = "");
   // list, stat, mkdir, move, delete: `request` is a protocol kFileOp object.
   Result<nlohmann::json> FileOp(const std::string& team, const std::string& id, const nlohmann::json& request);
 
@@ -145,6 +152,9 @@ class Node {
   Status DeleteEgressProfile(const std::string& team, const std::string& name);
 
   Result<std::vector<store::AuditEvent>> Audit(const store::AuditFilter& filter);
+  // The names of the egress profiles a sandbox record carries (its egress_json holds the
+  // profiles as they were at creation: immutable for the sandbox's life).
+  static nlohmann::json EgressProfileNames(const std::string& egress_json);
   store::Store* store() { return store_; }
   std::string pool_kind() const { return pool_->kind(); }
   std::string cgroup_version() const { return runtime_->cgroup_version(); }
@@ -181,6 +191,20 @@ class Node {
   Status AttachCredentials(const CreateRequest& req, const std::string& sandbox_id,
                            std::map<std::string, std::string>* env);
   Status RunRollback(const std::string& id, const std::string& snap_id);
+  // Egress (node_egress.cc): the gateway, the firewall and each sandbox's veth.
+  Status StartEgress();
+  void StopEgress();
+  // The profiles named at create, copied from the store: JSON for the record's egress_json.
+  Result<std::string> SnapshotEgressProfiles(const std::string& team, const std::vector<std::string>& names);
+  static bool HasEgress(const store::SandboxRecord& rec);
+  // Joins a booted sandbox to the gateway: veth, registration, resolver and CA trust.
+  Status AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t init_pid);
+  void DetachEgress(Live* live);
+  void ReconcileEgress();
+  // File transfer with a booted sandbox's guest, whatever its state (node_exec.cc).
+  Result<std::string> LiveReadFile(Live* live, const std::string& path);
+  Result<nlohmann::json> LiveWriteFile(Live* live, const std::string& path, int mode, std::string_view data,
+                                       const std::string& owner = "");
   Status SetState(const std::string& id, const std::string& state);
   Result<store::SandboxRecord> InState(const std::string& team, const std::string& id,
                                        std::initializer_list<const char*> states, const std::string& action);
@@ -194,6 +218,10 @@ class Node {
   std::unique_ptr<Operations> ops_;
   std::unique_ptr<snapshot::LocalBlobStore> blobs_;
   std::unique_ptr<credentials::Kek> kek_;
+  UidSlots net_slots_;  // host-wide: which node owns firewall table / link prefix N
+  int64_t net_slot_ = -1;
+  std::unique_ptr<network::SandboxNetwork> net_;
+  std::unique_ptr<gateway::Gateway> gateway_;
   // Exports hold it shared, garbage collection exclusive: GC must never see an export's
   // objects before its manifest.
   std::shared_mutex blobs_mu_;

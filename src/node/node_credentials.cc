@@ -1,6 +1,6 @@
 // Credentials and egress profiles: validation and sealing live in src/credentials; this file
 // stores them per team and hands sandboxes placeholders. A secret is unsealed only by the
-// egress gateway (not built yet); nothing here ever returns or logs one.
+// egress gateway (node_egress.cc); nothing here ever returns or logs one.
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "credentials/egress_profile.h"
 #include "credentials/secret_box.h"
 #include "node/node.h"
+#include "node/stored_credential.h"
 
 namespace space::node {
 namespace {
@@ -21,7 +22,9 @@ nlohmann::json StoredSpec(const credentials::CredentialSpec& s) {
           {"rate_limit_per_min", s.rate_limit_per_min}};
 }
 
-Result<credentials::CredentialSpec> SpecFromStored(const std::string& name, const std::string& json) {
+}  // namespace
+
+Result<credentials::CredentialSpec> CredentialSpecFromStored(const std::string& name, const std::string& json) {
   auto j = nlohmann::json::parse(json, nullptr, false);
   if (!j.is_object()) return Internal("credential " + name + ": stored spec is corrupt");
   credentials::CredentialSpec s;
@@ -36,7 +39,6 @@ Result<credentials::CredentialSpec> SpecFromStored(const std::string& name, cons
   return s;
 }
 
-}  // namespace
 
 Result<nlohmann::json> Node::PutCredential(const std::string& team, const std::string& name,
                                            const nlohmann::json& body) {
@@ -53,7 +55,7 @@ Result<nlohmann::json> Node::PutCredential(const std::string& team, const std::s
 
 Result<nlohmann::json> Node::GetCredential(const std::string& team, const std::string& name) {
   ASSIGN_OR_RETURN(store::CredentialRecord rec, store_->GetCredential(team, name));
-  ASSIGN_OR_RETURN(credentials::CredentialSpec spec, SpecFromStored(name, rec.spec_json));
+  ASSIGN_OR_RETURN(credentials::CredentialSpec spec, CredentialSpecFromStored(name, rec.spec_json));
   return credentials::CredentialJson(spec, rec.created_at_ms);
 }
 
@@ -61,7 +63,7 @@ Result<nlohmann::json> Node::ListCredentials(const std::string& team) {
   ASSIGN_OR_RETURN(auto recs, store_->ListCredentials(team));
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : recs) {
-    ASSIGN_OR_RETURN(credentials::CredentialSpec spec, SpecFromStored(r.name, r.spec_json));
+    ASSIGN_OR_RETURN(credentials::CredentialSpec spec, CredentialSpecFromStored(r.name, r.spec_json));
     out.push_back(credentials::CredentialJson(spec, r.created_at_ms));
   }
   return nlohmann::json{{"credentials", out}};
@@ -113,7 +115,7 @@ Status Node::AttachCredentials(const CreateRequest& req, const std::string& sand
   for (const auto& name : req.credentials) {
     auto rec = store_->GetCredential(req.team, name);
     if (!rec.ok()) return NotFound("credential " + name + " not found");
-    ASSIGN_OR_RETURN(credentials::CredentialSpec spec, SpecFromStored(name, rec->spec_json));
+    ASSIGN_OR_RETURN(credentials::CredentialSpec spec, CredentialSpecFromStored(name, rec->spec_json));
     if (spec.expires_at_ms != 0 && spec.expires_at_ms <= now) {
       return Conflict("credential " + name + " expired at " + FormatRfc3339(spec.expires_at_ms));
     }

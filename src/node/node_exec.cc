@@ -152,6 +152,10 @@ Result<std::vector<store::CommandRecord>> Node::Commands(const std::string& team
 
 Result<std::string> Node::ReadFile(const std::string& team, const std::string& id, const std::string& path) {
   ASSIGN_OR_RETURN(std::shared_ptr<Live> live, RunningLive(team, id));
+  return LiveReadFile(live.get(), path);
+}
+
+Result<std::string> Node::LiveReadFile(Live* live, const std::string& path) {
   auto t = std::make_shared<FileTransfer>(kMaxFileBytes);
   uint32_t stream = live->guest->OpenStream(t);
   Status st = live->guest->Send(guest::FrameType::kFileOp, stream, nlohmann::json{{"op", "read"}, {"path", path}}.dump());
@@ -165,13 +169,19 @@ Result<std::string> Node::ReadFile(const std::string& team, const std::string& i
 }
 
 Result<nlohmann::json> Node::WriteFile(const std::string& team, const std::string& id, const std::string& path,
-                                       int mode, std::string_view data) {
+                                       int mode, std::string_view data, const std::string& owner) {
   ASSIGN_OR_RETURN(std::shared_ptr<Live> live, RunningLive(team, id));
+  return LiveWriteFile(live.get(), path, mode, data, owner);
+}
+
+Result<nlohmann::json> Node::LiveWriteFile(Live* live, const std::string& path, int mode, std::string_view data,
+                                           const std::string& owner) {
   auto t = std::make_shared<FileTransfer>(0);
   uint32_t stream = live->guest->OpenStream(t);
   auto send_all = [&]() -> Status {
-    RETURN_IF_ERROR(live->guest->Send(guest::FrameType::kFileOp, stream,
-                                      nlohmann::json{{"op", "write"}, {"path", path}, {"mode", mode}}.dump()));
+    nlohmann::json op = {{"op", "write"}, {"path", path}, {"mode", mode}};
+    if (!owner.empty()) op["owner"] = owner;
+    RETURN_IF_ERROR(live->guest->Send(guest::FrameType::kFileOp, stream, op.dump()));
     for (size_t off = 0; off < data.size(); off += guest::kChunkSize) {
       RETURN_IF_ERROR(live->guest->Send(guest::FrameType::kFileData, stream, data.substr(off, guest::kChunkSize)));
     }

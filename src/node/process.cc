@@ -39,6 +39,10 @@ bool Process::exited() const {
   std::lock_guard<std::mutex> lock(mu_);
   return exit_.has_value();
 }
+uint32_t Process::guest_pid() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guest_pid_;
+}
 std::optional<ExitInfo> Process::exit_info() const {
   std::lock_guard<std::mutex> lock(mu_);
   return exit_;
@@ -108,6 +112,12 @@ void Process::HandleFrameLocked(guest::Frame frame) {
   switch (frame.type) {
     case guest::FrameType::kExecStarted:
       if (!started_) {
+        // Hostile input: only a plausible pid is kept (the E2B surface shows it to clients).
+        auto j = nlohmann::json::parse(frame.payload, nullptr, false);
+        if (j.is_object() && j.contains("pid") && j["pid"].is_number_unsigned() && j["pid"].get<uint64_t>() > 0 &&
+            j["pid"].get<uint64_t>() <= (1u << 22)) {
+          guest_pid_ = static_cast<uint32_t>(j["pid"].get<uint64_t>());
+        }
         started_ = true;
         events_.push_back({ProcessEvent::Kind::kStart, ""});
       }

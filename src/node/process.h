@@ -66,6 +66,8 @@ class Process : public StreamSink {
   bool Follow(size_t* next, std::vector<ProcessEvent>* out, int64_t timeout_ms);
 
   bool exited() const;
+  // The process's pid inside the sandbox as the guest reported it; 0 until started.
+  uint32_t guest_pid() const;
   std::optional<ExitInfo> exit_info() const;
   Status failure() const;  // why the process could not start or lost its channel
   int64_t finished_at_ms() const;
@@ -94,6 +96,7 @@ class Process : public StreamSink {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool started_ = false;                 // GUARDED_BY(mu_)
+  uint32_t guest_pid_ = 0;               // GUARDED_BY(mu_)
   Status failure_;                       // GUARDED_BY(mu_)
   std::vector<ProcessEvent> events_;     // GUARDED_BY(mu_)
   size_t retained_bytes_ = 0;            // GUARDED_BY(mu_)

@@ -1,7 +1,8 @@
 // Store: durable desired and observed state of SPACE objects behind a small interface.
 //
-// The embedded implementation is SQLite (sqlite_store.cc); a PostgreSQL one can sit behind the
-// same interface, so the SQL stays portable (no SQLite-only syntax beyond the driver).
+// The embedded implementation is SQLite (sqlite_store.cc); PostgreSQL (postgres_store.h) sits
+// behind the same interface for several servers, and open_store.h picks one from a URL. Both
+// pass the same suite (store_test.cc).
 // Nested values (metadata, resources, timings...) travel as JSON text the store never parses.
 // Implementations are thread-safe.
 #pragma once

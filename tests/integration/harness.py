@@ -21,9 +21,11 @@ def is_root():
 
 
 class Server:
-    """One `space dev` process. `data_dir=None` makes a temporary one, removed by cleanup()."""
+    """One `space dev` process. `data_dir=None` makes a temporary one, removed by cleanup().
+    `extra_args` are appended to the `space dev` command line (e.g. ["--store", url])."""
 
-    def __init__(self, data_dir=None):
+    def __init__(self, data_dir=None, extra_args=None):
+        self.extra_args = list(extra_args or [])
         self.owns_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="space-it-", dir="/var/tmp")
         self.proc = None
@@ -34,7 +36,7 @@ class Server:
     def start(self, timeout=60):
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir],
+            [SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, *self.extra_args],
             stdout=subprocess.PIPE, stderr=log, text=True)
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -1,0 +1,311 @@
+// E2B's control API (reference §2) mapped onto the Node: create, connect (resume), kill,
+// list with paging, info, timeout, pause, metrics.
+#include <algorithm>
+#include <set>
+
+#include "api/validate.h"
+#include "common/clock.h"
+#include "e2b/control_errors.h"
+#include "e2b/e2b.h"
+
+namespace space::e2b {
+namespace {
+
+// The SDK aborts a control call after 60 s, so waits end before that.
+constexpr int64_t kWaitMs = 55000;
+constexpr int64_t kMaxTimeoutS = 7 * 86400;
+constexpr int kMaxListLimit = 1000;
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+// E2B's template names for "a general-purpose Linux box": both map to SPACE's base.
+std::string TemplateFor(const std::string& e2b_name) {
+  if (e2b_name.empty() || e2b_name == "code-interpreter-v1" || e2b_name == "code-interpreter") return "base";
+  return e2b_name;
+}
+
+// E2B knows two states; SPACE's transitional and suspended states all read as paused,
+// since connect() resumes every one of them.
+std::string E2bState(const std::string& state) { return state == "running" || state == "creating" ? "running" : "paused"; }
+
+Status WaitDone(node::Node* node, const std::string& team, const store::OperationRecord& op) {
+  ASSIGN_OR_RETURN(store::OperationRecord done, node->WaitOperation(team, op.id, kWaitMs));
+  if (done.state == "failed") return Internal(op.kind + " of " + op.target + " failed: " + done.error);
+  if (done.state != "succeeded") return Unavailable(op.kind + " of " + op.target + " is still running");
+  return Status::Ok();
+}
+
+// The `metadata` list filter arrives encoded three times (reference §2.2): URL-decoded once
+// by the HTTP layer, it is a form string of encodeURIComponent'd keys and values.
+Result<std::vector<std::pair<std::string, std::string>>> ParseMetadataFilter(const std::string& form) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t i = 0;
+  while (i < form.size()) {
+    size_t amp = form.find('&', i);
+    if (amp == std::string::npos) amp = form.size();
+    std::string pair = form.substr(i, amp - i);
+    i = amp + 1;
+    if (pair.empty()) continue;
+    if (out.size() >= 64) return InvalidArgument("too many metadata filters");
+    size_t eq = pair.find('=');
+    ASSIGN_OR_RETURN(std::string k, api::UrlDecode(pair.substr(0, eq), true));
+    std::string v;
+    if (eq != std::string::npos) {
+      ASSIGN_OR_RETURN(v, api::UrlDecode(pair.substr(eq + 1), true));
+    }
+    ASSIGN_OR_RETURN(k, api::UrlDecode(k, false));
+    ASSIGN_OR_RETURN(v, api::UrlDecode(v, false));
+    out.emplace_back(std::move(k), std::move(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json E2b::SandboxJson(const store::SandboxRecord& r) const {
+  auto resources = nlohmann::json::parse(r.resources_json, nullptr, false);
+  auto metadata = nlohmann::json::parse(r.metadata_json, nullptr, false);
+  auto num = [&](const char* k, double def) {
+    return resources.is_object() && resources.contains(k) && resources[k].is_number() ? resources[k].get<double>() : def;
+  };
+  std::string token = AccessToken(r.id);
+  return {{"sandboxID", r.id},
+          {"templateID", r.template_name},
+          {"alias", r.template_name},
+          {"clientID", r.node},
+          {"envdVersion", kEnvdVersion},
+          {"envdAccessToken", token},
+          {"trafficAccessToken", token},
+          {"domain", nullptr},
+          {"metadata", metadata.is_object() ? metadata : nlohmann::json::object()},
+          {"startedAt", FormatRfc3339(r.created_at_ms)},
+          {"endAt", FormatRfc3339(r.expires_at_ms)},
+          {"state", E2bState(r.state)},
+          {"cpuCount", std::max(1, static_cast<int>(num("cpus", 1) + 0.999))},
+          {"memoryMB", static_cast<int64_t>(num("memory_mb", 512))},
+          {"diskSizeMB", static_cast<int64_t>(num("disk_mb", 2048))},
+          {"allowInternetAccess", false},
+          {"lifecycle", {{"onTimeout", r.on_timeout == "suspend" ? "pause" : "kill"}, {"autoResume", false}}}};
+}
+
+void E2b::Control(api::Request& req, api::Responder& res) {
+  auto p = Split(req.path);
+  const std::string& m = req.method;
+  auto not_found = [&] {
+    SendControlError(res, 404, "SPACE does not serve " + m + " " + req.path.substr(0, 200) + " (see docs/e2b.md)");
+  };
+  bool v2 = !p.empty() && p[0] == "v2";
+  if (v2) p.erase(p.begin());
+  if (p.empty() || p[0] != "sandboxes") return not_found();
+  if (p.size() == 1) {
+    if (m == "POST") return CreateSandbox(req, res);
+    if (m == "GET") return ListSandboxes(req, res);
+    return not_found();
+  }
+  const std::string& id = p[1];
+  if (!api::IsId(id, "sbx")) return SendControlError(res, 404, "sandbox " + id.substr(0, 80) + " not found");
+  if (p.size() == 2) {
+    if (m == "GET") return GetSandbox(req, res, id);
+    if (m == "DELETE") return KillSandbox(req, res, id);
+    return not_found();
+  }
+  if (p.size() != 3) return not_found();
+  const std::string& sub = p[2];
+  if (m == "POST" && (sub == "connect" || sub == "resume")) return ConnectSandbox(req, res, id);
+  if (m == "POST" && sub == "timeout") return SetTimeout(req, res, id);
+  if (m == "POST" && sub == "pause") return PauseSandbox(req, res, id);
+  if (m == "GET" && sub == "metrics") return Metrics(req, res, id);
+  not_found();
+}
+
+void E2b::CreateSandbox(api::Request& req, api::Responder& res) {
+  auto body = api::ParseObject(req.body);
+  if (!body.ok()) return SendControlError(res, body.status());
+  node::CreateRequest c;
+  c.team = req.team;
+  c.received_mono_ns = req.received_mono_ns;
+  // Unknown fields are ignored, not refused: the SDK sends options (mcp, network, volume
+  // mounts) that docs/e2b.md lists as unsupported.
+  auto tmpl = api::GetString(*body, "templateID", "base", 63);
+  if (!tmpl.ok()) return SendControlError(res, tmpl.status());
+  c.template_name = TemplateFor(*tmpl);
+  if (!api::IsTemplateName(c.template_name)) {
+    return SendControlError(res, 400, "template '" + c.template_name + "' is not a valid name");
+  }
+  auto timeout = api::GetInt(*body, "timeout", 300, 1, kMaxTimeoutS);
+  if (!timeout.ok()) return SendControlError(res, timeout.status());
+  c.timeout_s = *timeout;
+  auto auto_pause = api::GetBool(*body, "autoPause", false);
+  if (!auto_pause.ok()) return SendControlError(res, auto_pause.status());
+  // E2B's auto-pause keeps the sandbox resumable after its timeout; SPACE's closest is
+  // suspend (files kept in the snapshot store, memory not: see docs/e2b.md).
+  if (*auto_pause) c.on_timeout = "suspend";
+  auto env = api::GetStringMap(*body, "envVars", 256, 256, 32768, api::IsEnvName);
+  if (!env.ok()) return SendControlError(res, env.status());
+  c.env = std::move(*env);
+  auto metadata = api::GetStringMap(*body, "metadata", 64, 64, 512, api::IsMetadataKey);
+  if (!metadata.ok()) return SendControlError(res, metadata.status());
+  c.metadata = std::move(*metadata);
+
+  auto created = node_->Create(c);
+  if (!created.ok()) return SendControlError(res, created.status());
+  auto& [rec, op] = *created;
+  if (Status st = WaitDone(node_, req.team, op); !st.ok()) return SendControlError(res, st);
+  auto sbx = node_->Get(req.team, rec.id);
+  if (!sbx.ok()) return SendControlError(res, sbx.status());
+  res.SendJson(201, SandboxJson(*sbx));
+}
+
+void E2b::ConnectSandbox(api::Request& req, api::Responder& res, const std::string& id) {
+  auto body = api::ParseObject(req.body);
+  if (!body.ok()) return SendControlError(res, body.status());
+  auto timeout = api::GetInt(*body, "timeout", 0, 0, kMaxTimeoutS);
+  if (!timeout.ok()) return SendControlError(res, timeout.status());
+  auto rec = node_->Get(req.team, id);
+  if (!rec.ok() || rec->state == "destroyed" || rec->state == "destroying" || rec->state == "failed") {
+    return SendControlError(res, 404, "sandbox " + id + " not found");
+  }
+  int status = 200;
+  if (rec->state != "running") {
+    auto op = node_->Resume(req.team, id);
+    if (!op.ok()) return SendControlError(res, op.status());
+    if (Status st = WaitDone(node_, req.team, *op); !st.ok()) return SendControlError(res, st);
+    status = 201;
+  }
+  if (*timeout > 0) {
+    auto updated = node_->SetTimeout(req.team, id, *timeout);
+    if (!updated.ok()) return SendControlError(res, updated.status());
+  }
+  auto now = node_->Get(req.team, id);
+  if (!now.ok()) return SendControlError(res, now.status());
+  res.SendJson(status, SandboxJson(*now));
+}
+
+void E2b::ListSandboxes(api::Request& req, api::Responder& res) {
+  store::SandboxFilter f;
+  f.team = req.team;
+  std::set<std::string> states;
+  std::string state_param = req.Query("state");
+  for (size_t i = 0; i < state_param.size();) {
+    size_t comma = state_param.find(',', i);
+    if (comma == std::string::npos) comma = state_param.size();
+    std::string s = state_param.substr(i, comma - i);
+    if (s != "running" && s != "paused") return SendControlError(res, 400, "state must be running or paused");
+    states.insert(s);
+    i = comma + 1;
+  }
+  if (req.HasQuery("metadata")) {
+    auto md = ParseMetadataFilter(req.Query("metadata"));
+    if (!md.ok()) return SendControlError(res, md.status());
+    f.metadata = std::move(*md);
+  }
+  int limit = 100;
+  if (req.HasQuery("limit")) {
+    std::string l = req.Query("limit");
+    if (l.empty() || l.size() > 6 || l.find_first_not_of("0123456789") != std::string::npos) {
+      return SendControlError(res, 400, "limit must be a positive integer");
+    }
+    limit = std::clamp(std::stoi(l), 1, kMaxListLimit);
+  }
+  std::string token = req.Query("nextToken");
+  if (!token.empty() && !api::IsId(token, "sbx")) return SendControlError(res, 400, "nextToken is not valid");
+  // The store filters by team only; metadata and state are matched here, so pages of the
+  // store are read in id order until `limit` sandboxes matched (and one more proves a next page).
+  auto wanted = std::move(f.metadata);
+  f.metadata.clear();
+  nlohmann::json out = nlohmann::json::array();
+  std::string last;
+  bool more = false;
+  f.after_id = token;
+  f.limit = 200;
+  for (int round = 0; round < 64 && !more; ++round) {
+    auto page = node_->List(f);
+    if (!page.ok()) return SendControlError(res, page.status());
+    for (const auto& r : *page) {
+      f.after_id = r.id;
+      if (r.state == "destroyed" || r.state == "destroying" || r.state == "failed") continue;
+      if (!states.empty() && !states.count(E2bState(r.state))) continue;
+      auto md = nlohmann::json::parse(r.metadata_json, nullptr, false);
+      bool match = true;
+      for (const auto& [k, v] : wanted) {
+        if (!md.is_object() || !md.contains(k) || md[k] != v) match = false;
+      }
+      if (!match) continue;
+      if (static_cast<int>(out.size()) == limit) {
+        more = true;
+        break;
+      }
+      out.push_back(SandboxJson(r));
+      last = r.id;
+    }
+    if (static_cast<int>(page->size()) < f.limit) break;
+  }
+  for (auto& s : out) {
+    // Listed sandboxes carry no tokens (the SDK reads them only from create/connect).
+    s.erase("envdAccessToken");
+    s.erase("trafficAccessToken");
+  }
+  if (more) res.AddHeader("X-Next-Token", last);
+  res.SendJson(200, out);
+}
+
+void E2b::GetSandbox(api::Request& req, api::Responder& res, const std::string& id) {
+  auto rec = node_->Get(req.team, id);
+  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
+  auto j = SandboxJson(*rec);
+  j.erase("envdAccessToken");
+  j.erase("trafficAccessToken");
+  res.SendJson(200, j);
+}
+
+void E2b::KillSandbox(api::Request& req, api::Responder& res, const std::string& id) {
+  auto rec = node_->Get(req.team, id);
+  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
+  auto op = node_->Destroy(req.team, id);
+  if (!op.ok()) return SendControlError(res, op.status());
+  if (Status st = WaitDone(node_, req.team, *op); !st.ok()) return SendControlError(res, st);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    services_.erase(id);
+  }
+  res.Send(204, "application/json", "");
+}
+
+void E2b::SetTimeout(api::Request& req, api::Responder& res, const std::string& id) {
+  auto body = api::ParseObject(req.body);
+  if (!body.ok()) return SendControlError(res, body.status());
+  auto timeout = api::GetInt(*body, "timeout", 300, 1, kMaxTimeoutS);
+  if (!timeout.ok()) return SendControlError(res, timeout.status());
+  auto rec = node_->SetTimeout(req.team, id, *timeout);
+  if (!rec.ok()) return SendControlError(res, rec.status());
+  res.Send(204, "application/json", "");
+}
+
+void E2b::PauseSandbox(api::Request& req, api::Responder& res, const std::string& id) {
+  auto rec = node_->Get(req.team, id);
+  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
+  if (rec->state != "running") return SendControlError(res, 409, "sandbox " + id + " is already " + rec->state);
+  auto op = node_->Pause(req.team, id);
+  if (!op.ok()) return SendControlError(res, op.status());
+  if (Status st = WaitDone(node_, req.team, *op); !st.ok()) return SendControlError(res, st);
+  res.Send(204, "application/json", "");
+}
+
+void E2b::Metrics(api::Request& req, api::Responder& res, const std::string& id) {
+  auto rec = node_->Get(req.team, id);
+  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
+  // No samples yet: SPACE does not record per-sandbox metrics over time (docs/e2b.md).
+  res.SendJson(200, nlohmann::json::array());
+}
+
+}  // namespace space::e2b

@@ -1,0 +1,170 @@
+#include "gateway/ca.h"
+
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509v3.h>
+
+#include <sys/stat.h>
+
+#include "common/syscall.h"
+
+namespace space::gateway {
+namespace {
+
+constexpr size_t kMaxContexts = 1024;
+
+EVP_PKEY* NewKey() { return EVP_EC_gen("P-256"); }
+
+bool AddExt(X509* cert, X509* issuer, int nid, const char* value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+  if (ext == nullptr) return false;
+  bool ok = X509_add_ext(cert, ext, -1) == 1;
+  X509_EXTENSION_free(ext);
+  return ok;
+}
+
+bool RandomSerial(X509* cert) {
+  unsigned char buf[16];
+  if (RAND_bytes(buf, sizeof buf) != 1) return false;
+  buf[0] &= 0x7f;
+  BIGNUM* bn = BN_bin2bn(buf, sizeof buf, nullptr);
+  bool ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert)) != nullptr;
+  BN_free(bn);
+  return ok;
+}
+
+Result<std::string> ToPem(X509* cert) {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (!bio || PEM_write_bio_X509(bio, cert) != 1) {
+    BIO_free(bio);
+    return Internal("PEM_write_bio_X509: " + OpenSslError());
+  }
+  char* data;
+  long n = BIO_get_mem_data(bio, &data);
+  std::string out(data, static_cast<size_t>(n));
+  BIO_free(bio);
+  return out;
+}
+
+}  // namespace
+
+std::string OpenSslError() {
+  unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "unknown error";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+CertAuthority::~CertAuthority() {
+  for (auto& [h, ctx] : contexts_) SSL_CTX_free(ctx);
+  EVP_PKEY_free(ca_key_);
+  EVP_PKEY_free(leaf_key_);
+  X509_free(ca_cert_);
+}
+
+Result<std::unique_ptr<CertAuthority>> CertAuthority::LoadOrCreate(const std::string& dir) {
+  RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  std::unique_ptr<CertAuthority> ca(new CertAuthority());
+  const std::string key_path = dir + "/ca.key", cert_path = dir + "/ca.crt";
+  auto key_pem = ReadFileToString(key_path, 64 << 10);
+  auto cert_pem = ReadFileToString(cert_path, 64 << 10);
+  if (key_pem.ok() && cert_pem.ok()) {
+    BIO* kb = BIO_new_mem_buf(key_pem->data(), static_cast<int>(key_pem->size()));
+    ca->ca_key_ = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+    BIO_free(kb);
+    BIO* cb = BIO_new_mem_buf(cert_pem->data(), static_cast<int>(cert_pem->size()));
+    ca->ca_cert_ = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+    BIO_free(cb);
+    if (!ca->ca_key_ || !ca->ca_cert_) return Internal("gateway CA in " + dir + " is unreadable: " + OpenSslError());
+    ca->cert_pem_ = *cert_pem;
+  } else {
+    ca->ca_key_ = NewKey();
+    ca->ca_cert_ = X509_new();
+    X509* c = ca->ca_cert_;
+    if (!ca->ca_key_ || !c) return Internal("gateway CA key: " + OpenSslError());
+    X509_set_version(c, 2);
+    X509_NAME* name = X509_get_subject_name(c);
+    X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("SPACE"), -1, -1, 0);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                               reinterpret_cast<const unsigned char*>("SPACE egress gateway CA"), -1, -1, 0);
+    X509_set_issuer_name(c, name);
+    X509_gmtime_adj(X509_getm_notBefore(c), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(c), 10L * 365 * 24 * 3600);
+    if (!RandomSerial(c) || X509_set_pubkey(c, ca->ca_key_) != 1 ||
+        !AddExt(c, c, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
+        !AddExt(c, c, NID_key_usage, "critical,keyCertSign,cRLSign") ||
+        !AddExt(c, c, NID_subject_key_identifier, "hash") || X509_sign(c, ca->ca_key_, EVP_sha256()) == 0) {
+      return Internal("gateway CA certificate: " + OpenSslError());
+    }
+    BIO* kb = BIO_new(BIO_s_mem());
+    PEM_write_bio_PrivateKey(kb, ca->ca_key_, nullptr, nullptr, 0, nullptr, nullptr);
+    char* data;
+    long n = BIO_get_mem_data(kb, &data);
+    std::string key_text(data, static_cast<size_t>(n));
+    BIO_free(kb);
+    ASSIGN_OR_RETURN(ca->cert_pem_, ToPem(c));
+    RETURN_IF_ERROR(WriteFileAtomic(key_path, key_text, 0600));
+    RETURN_IF_ERROR(WriteFileAtomic(cert_path, ca->cert_pem_, 0644));
+  }
+  ca->leaf_key_ = NewKey();
+  if (!ca->leaf_key_) return Internal("gateway leaf key: " + OpenSslError());
+  return ca;
+}
+
+Result<SSL_CTX*> CertAuthority::ServerContextFor(const std::string& host) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = contexts_.find(host);
+  if (it != contexts_.end()) return it->second;
+  if (contexts_.size() >= kMaxContexts) {
+    SSL_CTX_free(contexts_.begin()->second);
+    contexts_.erase(contexts_.begin());
+  }
+  ASSIGN_OR_RETURN(SSL_CTX* ctx, Mint(host));
+  contexts_[host] = ctx;
+  return ctx;
+}
+
+Result<SSL_CTX*> CertAuthority::Mint(const std::string& host) {
+  // The name goes into an extension's config string: anything but a DNS name could add
+  // fields of its own choosing.
+  if (host.empty() || host.size() > 253 ||
+      host.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") != std::string::npos) {
+    return InvalidArgument("refusing to mint a certificate for a name that is not a DNS name");
+  }
+  X509* c = X509_new();
+  if (!c) return Internal("X509_new: " + OpenSslError());
+  X509_set_version(c, 2);
+  X509_NAME* name = X509_get_subject_name(c);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(host.c_str()), -1, -1, 0);
+  X509_set_issuer_name(c, X509_get_subject_name(ca_cert_));
+  X509_gmtime_adj(X509_getm_notBefore(c), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(c), 7L * 24 * 3600);
+  std::string san = "DNS:" + host;
+  bool ok = RandomSerial(c) && X509_set_pubkey(c, leaf_key_) == 1 && AddExt(c, ca_cert_, NID_basic_constraints, "CA:FALSE") &&
+            AddExt(c, ca_cert_, NID_key_usage, "critical,digitalSignature") &&
+            AddExt(c, ca_cert_, NID_ext_key_usage, "serverAuth") && AddExt(c, ca_cert_, NID_subject_alt_name, san.c_str()) &&
+            X509_sign(c, ca_key_, EVP_sha256()) != 0;
+  if (!ok) {
+    X509_free(c);
+    return Internal("mint certificate for " + host + ": " + OpenSslError());
+  }
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (!ctx || SSL_CTX_use_certificate(ctx, c) != 1 || SSL_CTX_use_PrivateKey(ctx, leaf_key_) != 1 ||
+      SSL_CTX_add1_chain_cert(ctx, ca_cert_) != 1) {
+    X509_free(c);
+    SSL_CTX_free(ctx);
+    return Internal("server context for " + host + ": " + OpenSslError());
+  }
+  X509_free(c);
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  return ctx;
+}
+
+}  // namespace space::gateway

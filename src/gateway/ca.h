@@ -1,0 +1,43 @@
+// The node's certificate authority for TLS interception: the gateway presents a certificate
+// minted for the requested name, signed by this CA, to sandboxes that trust it. Only used for
+// hosts a credential is bound to. The CA key stays in the node's data dir (mode 0600) and
+// never enters a sandbox; sandboxes get the certificate only. Thread-safe.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/result.h"
+
+namespace space::gateway {
+
+class CertAuthority {
+ public:
+  // Loads <dir>/ca.key and <dir>/ca.crt, creating both (P-256, ten years) when absent.
+  static Result<std::unique_ptr<CertAuthority>> LoadOrCreate(const std::string& dir);
+  ~CertAuthority();
+
+  const std::string& certificate_pem() const { return cert_pem_; }
+  // A server context presenting a certificate for `host` (cached; at most 1024 names).
+  Result<SSL_CTX*> ServerContextFor(const std::string& host);
+
+ private:
+  CertAuthority() = default;
+  Result<SSL_CTX*> Mint(const std::string& host);
+
+  EVP_PKEY* ca_key_ = nullptr;
+  X509* ca_cert_ = nullptr;
+  EVP_PKEY* leaf_key_ = nullptr;  // one key for every minted leaf, made at start
+  std::string cert_pem_;
+  std::mutex mu_;
+  std::map<std::string, SSL_CTX*> contexts_;  // GUARDED_BY(mu_)
+};
+
+// The last OpenSSL error as text, and the error queue cleared.
+std::string OpenSslError();
+
+}  // namespace space::gateway

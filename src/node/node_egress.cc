@@ -1,0 +1,147 @@
+// Egress wiring: the node's gateway and firewall, and each sandbox's veth and registration.
+// A sandbox created without egress profiles gets none of this: loopback only.
+#include <arpa/inet.h>
+
+#include "common/log.h"
+#include "credentials/egress_profile.h"
+#include "credentials/secret_box.h"
+#include "network/firewall.h"
+#include "node/live.h"
+#include "node/node.h"
+#include "node/stored_credential.h"
+
+namespace space::node {
+namespace {
+
+constexpr int64_t kMaxNetSlots = 100;  // link prefixes sp00- .. sp99-
+constexpr char kCaPath[] = "/etc/ssl/certs/space-gateway-ca.pem";
+constexpr char kBundlePath[] = "/etc/ssl/certs/ca-certificates.crt";
+
+}  // namespace
+
+bool Node::HasEgress(const store::SandboxRecord& rec) {
+  auto j = nlohmann::json::parse(rec.egress_json, nullptr, false);
+  return j.is_array() && !j.empty();
+}
+
+nlohmann::json Node::EgressProfileNames(const std::string& egress_json) {
+  auto j = nlohmann::json::parse(egress_json, nullptr, false);
+  nlohmann::json names = nlohmann::json::array();
+  if (!j.is_array()) return names;
+  for (const auto& p : j) {
+    if (p.is_string()) names.push_back(p);  // records written before profiles were copied
+    if (p.is_object() && p.contains("name")) names.push_back(p["name"]);
+  }
+  return names;
+}
+
+Result<std::string> Node::SnapshotEgressProfiles(const std::string& team, const std::vector<std::string>& names) {
+  nlohmann::json out = nlohmann::json::array();
+  if (names.empty()) return out.dump();
+  if (!gateway_) return InvalidArgument("egress is disabled on this node; create the sandbox without egress profiles");
+  for (const auto& name : names) {
+    auto rec = store_->GetEgressProfile(team, name);
+    if (!rec.ok()) return InvalidArgument("egress profile " + name + " does not exist");
+    auto spec = nlohmann::json::parse(rec->spec_json, nullptr, false);
+    if (spec.is_object()) spec.erase("name");  // stored in the API's shape, name included
+    ASSIGN_OR_RETURN(credentials::EgressProfile profile, credentials::ParseEgressProfile(name, spec));
+    out.push_back(credentials::EgressProfileJson(profile));
+  }
+  return out.dump();
+}
+
+Status Node::StartEgress() {
+  // The slot names this node's firewall table and link prefix; a restarted node usually
+  // gets its old one back (the lowest free), and takes over whatever that prefix left.
+  ASSIGN_OR_RETURN(net_slot_, net_slots_.Acquire(-1));
+  if (net_slot_ >= kMaxNetSlots) {
+    net_slots_.Release(net_slot_);
+    net_slot_ = -1;
+    return ResourceExhausted("more than 100 SPACE nodes with egress on this host");
+  }
+  net_ = std::make_unique<network::SandboxNetwork>(static_cast<int>(net_slot_));
+  gateway::GatewayConfig gc;
+  gc.ca_dir = config_.data_dir + "/gateway";
+  gc.upstream_dns = config_.egress_upstream_dns;
+  gc.upstream_ca_file = config_.egress_upstream_ca;
+  gateway::GatewayHooks hooks;
+  hooks.secret = [this](const std::string& team, const std::string& name) -> Result<std::string> {
+    ASSIGN_OR_RETURN(store::CredentialRecord rec, store_->GetCredential(team, name));
+    return credentials::Open(*kek_, rec.sealed_secret, credentials::CredentialAad(team, name));
+  };
+  hooks.audit = [this](const gateway::SandboxEgress& s, const std::string& kind, const std::string& action,
+                       nlohmann::json detail) { Audit(s.team, s.sandbox_id, kind, action, std::move(detail)); };
+  ASSIGN_OR_RETURN(gateway_, gateway::Gateway::Start(gc, std::move(hooks)));
+  RETURN_IF_ERROR(network::InstallFirewall(static_cast<int>(net_slot_), gateway_->ports()));
+  return net_->Reconcile({});  // links of this prefix belong to no live sandbox yet
+}
+
+void Node::StopEgress() {
+  if (gateway_) gateway_->Stop();
+  if (net_) {
+    if (Status st = net_->Reconcile({}); !st.ok()) LogWarn("egress", st.ToString());
+    if (Status st = network::RemoveFirewall(static_cast<int>(net_slot_)); !st.ok()) LogWarn("egress", st.ToString());
+  }
+  if (net_slot_ >= 0) net_slots_.Release(net_slot_);
+  net_slot_ = -1;
+}
+
+void Node::ReconcileEgress() {
+  std::set<std::string> keep;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, l] : live_) {
+      if (l->egress) keep.insert(net_->AddressFor(l->uid_slot).host_link);
+    }
+  }
+  if (Status st = net_->Reconcile(keep); !st.ok()) LogWarn("egress", st.ToString());
+}
+
+Status Node::AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t init_pid) {
+  if (!gateway_) return Unavailable("sandbox " + rec.id + " has egress profiles but egress is disabled on this node");
+  auto sandbox = std::make_shared<gateway::SandboxEgress>();
+  sandbox->sandbox_id = rec.id;
+  sandbox->team = rec.team;
+  auto profiles = nlohmann::json::parse(rec.egress_json, nullptr, false);
+  for (const auto& p : profiles) {
+    if (!p.is_object()) return Internal("sandbox " + rec.id + ": stored egress profiles are corrupt");
+    ASSIGN_OR_RETURN(credentials::EgressProfile profile,
+                     credentials::ParseEgressProfile(p.value("name", std::string()), nlohmann::json{{"allow", p["allow"]}}));
+    sandbox->profiles.push_back(std::move(profile));
+  }
+  ASSIGN_OR_RETURN(auto creds, store_->ListSandboxCredentials(rec.id));
+  for (const auto& c : creds) {
+    auto stored = store_->GetCredential(rec.team, c.name);
+    if (!stored.ok()) continue;  // deleted since: its placeholder stays inert
+    ASSIGN_OR_RETURN(credentials::CredentialSpec spec, CredentialSpecFromStored(c.name, stored->spec_json));
+    sandbox->credentials.push_back({std::move(spec), c.placeholder});
+  }
+  ASSIGN_OR_RETURN(network::SandboxAddress sa, net_->Attach(live->uid_slot, init_pid));
+  live->egress = true;
+  live->egress_address = sa.address;
+  gateway_->Register(sa.address, sandbox);
+
+  // Inside: the resolver is the gateway, and the gateway's CA is trusted (certificate only).
+  // Written by the sandbox's own guest, so nothing on the host follows a sandbox's symlink.
+  RETURN_IF_ERROR(LiveWriteFile(live, "/etc/resolv.conf", 0644, "nameserver 100.64.0.1\n").status());
+  const std::string& ca = gateway_->ca_certificate_pem();
+  RETURN_IF_ERROR(LiveWriteFile(live, kCaPath, 0644, ca).status());
+  std::string bundle;
+  if (auto b = LiveReadFile(live, kBundlePath); b.ok()) bundle = std::move(*b);
+  if (bundle.find(ca) == std::string::npos) {
+    if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
+    RETURN_IF_ERROR(LiveWriteFile(live, kBundlePath, 0644, bundle + ca).status());
+  }
+  return Status::Ok();
+}
+
+void Node::DetachEgress(Live* live) {
+  if (!live->egress) return;
+  if (gateway_) gateway_->Unregister(live->egress_address);
+  if (net_) {
+    if (Status st = net_->Detach(live->uid_slot); !st.ok()) LogWarn("egress", st.ToString());
+  }
+  live->egress = false;
+}
+
+}  // namespace space::node

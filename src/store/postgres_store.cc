@@ -1,0 +1,428 @@
+// PostgresStore: every Store call is one prepared statement on a pooled connection. The SQL
+// mirrors sqlite_store.cc statement for statement (same upsert columns, same ordering, same
+// not_found cases); where SQLite builds a WHERE clause from optional filters, each combination
+// here is its own constant statement, so no SQL text ever depends on a value.
+#include "store/postgres_store.h"
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "store/migrations.h"
+#include "store/pg_connection.h"
+#include "store/pg_migrate.h"
+#include "store/pg_pool.h"
+#include "store/postgres_migrations.h"
+
+namespace space::store {
+namespace {
+
+using pg::Param;
+using pg::PgRows;
+using pg::Statement;
+
+static_assert(std::size(kPostgresMigrations) == std::size(kMigrations),
+              "a migration added to one backend must be added to the other under the same version");
+
+// Column lists are macros so that statements stay single string literals (Statement holds
+// const char*), built by the compiler rather than at run time.
+#define SANDBOX_COLS                                                                                           \
+  "id, team, state, template_name, template_digest, runtime, node, created_at_ms, expires_at_ms, timeout_s, " \
+  "on_timeout, metadata_json, env_json, egress_json, resources_json, timings_json, uid_slot, error, "         \
+  "head_snapshot, policy_json"
+#define SNAPSHOT_COLS "id, team, sandbox, parent, label, kind, state, size_bytes, created_at_ms, error"
+#define OPERATION_COLS "id, team, kind, target, state, error, created_at_ms, finished_at_ms"
+#define COMMAND_COLS                                                                                      \
+  "pid, sandbox, cmd_json, usr, cwd, started_at_ms, finished_at_ms, exit_code, sig, stdout_bytes, " \
+  "stderr_bytes"
+#define AUDIT_COLS "seq, ts_ms, team, sandbox, kind, action, detail_json"
+
+constexpr Statement kPutSandbox{
+    "put_sandbox",
+    "INSERT INTO sandboxes (" SANDBOX_COLS
+    ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20) "
+    "ON CONFLICT (id) DO UPDATE SET state = excluded.state, template_digest = excluded.template_digest, "
+    "node = excluded.node, expires_at_ms = excluded.expires_at_ms, timeout_s = excluded.timeout_s, "
+    "metadata_json = excluded.metadata_json, egress_json = excluded.egress_json, "
+    "resources_json = excluded.resources_json, timings_json = excluded.timings_json, "
+    "uid_slot = excluded.uid_slot, error = excluded.error, head_snapshot = excluded.head_snapshot, "
+    "policy_json = excluded.policy_json"};
+constexpr Statement kGetSandbox{"get_sandbox", "SELECT " SANDBOX_COLS " FROM sandboxes WHERE id = $1"};
+constexpr Statement kListSandboxesInState{
+    "list_sandboxes_state",
+    "SELECT " SANDBOX_COLS " FROM sandboxes WHERE team = $1 AND id > $2 AND state = $3 ORDER BY id LIMIT $4"};
+constexpr Statement kListSandboxesNotDestroyed{"list_sandboxes_live",
+                                               "SELECT " SANDBOX_COLS
+                                               " FROM sandboxes WHERE team = $1 AND id > $2 AND state <> "
+                                               "'destroyed' ORDER BY id LIMIT $3"};
+constexpr Statement kListSandboxesAll{
+    "list_sandboxes_all", "SELECT " SANDBOX_COLS " FROM sandboxes WHERE team = $1 AND id > $2 ORDER BY id LIMIT $3"};
+constexpr Statement kListLiveSandboxes{
+    "list_live_sandboxes",
+    "SELECT " SANDBOX_COLS " FROM sandboxes WHERE state NOT IN ('destroyed', 'failed') ORDER BY id"};
+
+constexpr Statement kPutSnapshot{
+    "put_snapshot",
+    "INSERT INTO snapshots (" SNAPSHOT_COLS
+    ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (id) DO UPDATE SET parent = excluded.parent, "
+    "label = excluded.label, state = excluded.state, size_bytes = excluded.size_bytes, error = excluded.error"};
+constexpr Statement kGetSnapshot{"get_snapshot", "SELECT " SNAPSHOT_COLS " FROM snapshots WHERE id = $1"};
+constexpr Statement kListSnapshotsOf{
+    "list_snapshots_of", "SELECT " SNAPSHOT_COLS " FROM snapshots WHERE sandbox = $1 ORDER BY created_at_ms, id"};
+constexpr Statement kListSnapshotsAll{"list_snapshots_all",
+                                      "SELECT " SNAPSHOT_COLS " FROM snapshots ORDER BY created_at_ms, id"};
+
+constexpr Statement kPutCredential{
+    "put_credential",
+    "INSERT INTO credentials (team, name, spec_json, sealed_secret, created_at_ms) VALUES ($1,$2,$3,$4,$5) "
+    "ON CONFLICT (team, name) DO UPDATE SET spec_json = excluded.spec_json, "
+    "sealed_secret = excluded.sealed_secret, created_at_ms = excluded.created_at_ms"};
+constexpr Statement kGetCredential{
+    "get_credential",
+    "SELECT team, name, spec_json, sealed_secret, created_at_ms FROM credentials WHERE team = $1 AND name = $2"};
+constexpr Statement kListCredentials{
+    "list_credentials",
+    "SELECT team, name, spec_json, sealed_secret, created_at_ms FROM credentials WHERE team = $1 ORDER BY name"};
+constexpr Statement kDeleteCredential{"delete_credential", "DELETE FROM credentials WHERE team = $1 AND name = $2"};
+
+constexpr Statement kPutProfile{
+    "put_egress_profile",
+    "INSERT INTO egress_profiles (team, name, spec_json, created_at_ms) VALUES ($1,$2,$3,$4) "
+    "ON CONFLICT (team, name) DO UPDATE SET spec_json = excluded.spec_json, created_at_ms = excluded.created_at_ms"};
+constexpr Statement kGetProfile{
+    "get_egress_profile",
+    "SELECT team, name, spec_json, created_at_ms FROM egress_profiles WHERE team = $1 AND name = $2"};
+constexpr Statement kListProfiles{
+    "list_egress_profiles",
+    "SELECT team, name, spec_json, created_at_ms FROM egress_profiles WHERE team = $1 ORDER BY name"};
+constexpr Statement kDeleteProfile{"delete_egress_profile",
+                                   "DELETE FROM egress_profiles WHERE team = $1 AND name = $2"};
+
+constexpr Statement kPutSandboxCredential{
+    "put_sandbox_credential",
+    "INSERT INTO sandbox_credentials (sandbox, name, placeholder) VALUES ($1,$2,$3) "
+    "ON CONFLICT (sandbox, name) DO UPDATE SET placeholder = excluded.placeholder"};
+constexpr Statement kListSandboxCredentials{
+    "list_sandbox_credentials",
+    "SELECT sandbox, name, placeholder FROM sandbox_credentials WHERE sandbox = $1 ORDER BY name"};
+
+constexpr Statement kPutOperation{
+    "put_operation",
+    "INSERT INTO operations (" OPERATION_COLS
+    ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+    "error = excluded.error, finished_at_ms = excluded.finished_at_ms"};
+constexpr Statement kGetOperation{"get_operation", "SELECT " OPERATION_COLS " FROM operations WHERE id = $1"};
+// id breaks ties between operations created in the same millisecond (SQLite falls back to
+// insertion order there; this is at least deterministic).
+constexpr Statement kListUnfinishedOperations{
+    "list_unfinished_operations",
+    "SELECT " OPERATION_COLS " FROM operations WHERE state IN ('pending', 'running') ORDER BY created_at_ms, id"};
+
+constexpr Statement kPutCommand{
+    "put_command",
+    "INSERT INTO commands (" COMMAND_COLS
+    ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT (pid) DO UPDATE SET "
+    "finished_at_ms = excluded.finished_at_ms, exit_code = excluded.exit_code, sig = excluded.sig, "
+    "stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes"};
+constexpr Statement kListCommands{
+    "list_commands", "SELECT " COMMAND_COLS " FROM commands WHERE sandbox = $1 ORDER BY started_at_ms, pid"};
+
+constexpr Statement kAppendAudit{
+    "append_audit",
+    "INSERT INTO audit (ts_ms, team, sandbox, kind, action, detail_json) VALUES ($1,$2,$3,$4,$5,$6)"};
+// LIMIT NULL means no limit, which is what a negative limit means to SQLite.
+constexpr Statement kListAudit{"list_audit",
+                               "SELECT " AUDIT_COLS " FROM audit WHERE team = $1 ORDER BY seq DESC LIMIT $2"};
+constexpr Statement kListAuditSandbox{
+    "list_audit_sandbox",
+    "SELECT " AUDIT_COLS " FROM audit WHERE team = $1 AND sandbox = $2 ORDER BY seq DESC LIMIT $3"};
+constexpr Statement kListAuditKind{
+    "list_audit_kind", "SELECT " AUDIT_COLS " FROM audit WHERE team = $1 AND kind = $2 ORDER BY seq DESC LIMIT $3"};
+constexpr Statement kListAuditSandboxKind{
+    "list_audit_sandbox_kind",
+    "SELECT " AUDIT_COLS
+    " FROM audit WHERE team = $1 AND sandbox = $2 AND kind = $3 ORDER BY seq DESC LIMIT $4"};
+
+constexpr Statement kPutApiKey{"put_api_key",
+                               "INSERT INTO api_keys (key_sha256, team, name) VALUES ($1,$2,$3) "
+                               "ON CONFLICT (key_sha256) DO UPDATE SET team = excluded.team, name = excluded.name"};
+constexpr Statement kTeamForApiKey{"team_for_api_key", "SELECT team FROM api_keys WHERE key_sha256 = $1"};
+
+#undef SANDBOX_COLS
+#undef SNAPSHOT_COLS
+#undef OPERATION_COLS
+#undef COMMAND_COLS
+#undef AUDIT_COLS
+
+SandboxRecord ReadSandbox(const PgRows& s, int i) {
+  SandboxRecord r;
+  r.id = s.Text(i, 0);
+  r.team = s.Text(i, 1);
+  r.state = s.Text(i, 2);
+  r.template_name = s.Text(i, 3);
+  r.template_digest = s.Text(i, 4);
+  r.runtime = s.Text(i, 5);
+  r.node = s.Text(i, 6);
+  r.created_at_ms = s.Int(i, 7);
+  r.expires_at_ms = s.Int(i, 8);
+  r.timeout_s = s.Int(i, 9);
+  r.on_timeout = s.Text(i, 10);
+  r.metadata_json = s.Text(i, 11);
+  r.env_json = s.Text(i, 12);
+  r.egress_json = s.Text(i, 13);
+  r.resources_json = s.Text(i, 14);
+  r.timings_json = s.Text(i, 15);
+  r.uid_slot = s.Int(i, 16);
+  r.error = s.Text(i, 17);
+  r.head_snapshot = s.Text(i, 18);
+  r.policy_json = s.Text(i, 19);
+  return r;
+}
+
+SnapshotRecord ReadSnapshot(const PgRows& s, int i) {
+  return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4),
+          s.Text(i, 5), s.Text(i, 6), s.Int(i, 7),  s.Int(i, 8),  s.Text(i, 9)};
+}
+
+OperationRecord ReadOperation(const PgRows& s, int i) {
+  return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3),
+          s.Text(i, 4), s.Text(i, 5), s.Int(i, 6),  s.Int(i, 7)};
+}
+
+CommandRecord ReadCommand(const PgRows& s, int i) {
+  CommandRecord r;
+  r.pid = s.Text(i, 0);
+  r.sandbox = s.Text(i, 1);
+  r.cmd_json = s.Text(i, 2);
+  r.user = s.Text(i, 3);
+  r.cwd = s.Text(i, 4);
+  r.started_at_ms = s.Int(i, 5);
+  r.finished_at_ms = s.Int(i, 6);
+  if (!s.IsNull(i, 7)) r.exit_code = static_cast<int>(s.Int(i, 7));
+  r.signal = s.Text(i, 8);
+  r.stdout_bytes = s.Int(i, 9);
+  r.stderr_bytes = s.Int(i, 10);
+  return r;
+}
+
+AuditEvent ReadAudit(const PgRows& s, int i) {
+  return {s.Int(i, 0), s.Int(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4), s.Text(i, 5), s.Text(i, 6)};
+}
+
+template <typename T, typename Read>
+std::vector<T> ReadAll(const PgRows& rows, Read read) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(rows.size()));
+  for (int i = 0; i < rows.size(); ++i) out.push_back(read(rows, i));
+  return out;
+}
+
+// Statements that write the same row whatever happened before may run twice; appending an
+// audit event may not (a retry after a lost reply would record it twice).
+enum class Retry { kSafe, kNever };
+
+class PostgresStore : public Store {
+ public:
+  PostgresStore(const std::string& url, const PostgresOptions& options)
+      : pool_(url, std::max<size_t>(1, options.max_connections), options.acquire_timeout) {}
+
+  Status Init() {
+    ASSIGN_OR_RETURN(auto conn, pool_.Acquire("open"));
+    return pg::MigratePostgres(*conn);
+  }
+
+  Status PutSandbox(const SandboxRecord& r) override {
+    return Exec("PutSandbox", kPutSandbox,
+                {r.id, r.team, r.state, r.template_name, r.template_digest, r.runtime, r.node, r.created_at_ms,
+                 r.expires_at_ms, r.timeout_s, r.on_timeout, r.metadata_json, r.env_json, r.egress_json,
+                 r.resources_json, r.timings_json, r.uid_slot, r.error, r.head_snapshot, r.policy_json});
+  }
+
+  Result<SandboxRecord> GetSandbox(const std::string& id) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetSandbox", kGetSandbox, {id}));
+    if (rows.size() == 0) return NotFound("sandbox " + id + " not found");
+    return ReadSandbox(rows, 0);
+  }
+
+  // f.metadata is matched by the caller, as with SQLite, to keep JSON operators out of the SQL.
+  Result<std::vector<SandboxRecord>> ListSandboxes(const SandboxFilter& f) override {
+    int64_t limit = std::max(0, f.limit);
+    Result<PgRows> rows = f.state ? Query("ListSandboxes", kListSandboxesInState, {f.team, f.after_id, *f.state, limit})
+                          : f.include_destroyed ? Query("ListSandboxes", kListSandboxesAll, {f.team, f.after_id, limit})
+                                                : Query("ListSandboxes", kListSandboxesNotDestroyed,
+                                                        {f.team, f.after_id, limit});
+    if (!rows.ok()) return rows.status();
+    return ReadAll<SandboxRecord>(*rows, ReadSandbox);
+  }
+
+  Result<std::vector<SandboxRecord>> ListLiveSandboxes() override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListLiveSandboxes", kListLiveSandboxes, {}));
+    return ReadAll<SandboxRecord>(rows, ReadSandbox);
+  }
+
+  Status PutSnapshot(const SnapshotRecord& r) override {
+    return Exec("PutSnapshot", kPutSnapshot,
+                {r.id, r.team, r.sandbox, r.parent, r.label, r.kind, r.state, r.size_bytes, r.created_at_ms, r.error});
+  }
+
+  Result<SnapshotRecord> GetSnapshot(const std::string& id) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetSnapshot", kGetSnapshot, {id}));
+    if (rows.size() == 0) return NotFound("snapshot " + id + " not found");
+    return ReadSnapshot(rows, 0);
+  }
+
+  Result<std::vector<SnapshotRecord>> ListSnapshots(const std::string& sandbox) override {
+    Result<PgRows> rows = sandbox.empty() ? Query("ListSnapshots", kListSnapshotsAll, {})
+                                          : Query("ListSnapshots", kListSnapshotsOf, {sandbox});
+    if (!rows.ok()) return rows.status();
+    return ReadAll<SnapshotRecord>(*rows, ReadSnapshot);
+  }
+
+  Status PutCredential(const CredentialRecord& r) override {
+    return Exec("PutCredential", kPutCredential, {r.team, r.name, r.spec_json, r.sealed_secret, r.created_at_ms});
+  }
+
+  Result<CredentialRecord> GetCredential(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetCredential", kGetCredential, {team, name}));
+    if (rows.size() == 0) return NotFound("credential " + name + " not found");
+    return ReadCredential(rows, 0);
+  }
+
+  Result<std::vector<CredentialRecord>> ListCredentials(const std::string& team) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListCredentials", kListCredentials, {team}));
+    return ReadAll<CredentialRecord>(rows, ReadCredential);
+  }
+
+  // One DELETE decides both the effect and not_found, so a concurrent delete cannot make both
+  // callers succeed.
+  Status DeleteCredential(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("DeleteCredential", kDeleteCredential, {team, name}));
+    if (rows.affected() == 0) return NotFound("credential " + name + " not found");
+    return Status::Ok();
+  }
+
+  Status PutEgressProfile(const EgressProfileRecord& r) override {
+    return Exec("PutEgressProfile", kPutProfile, {r.team, r.name, r.spec_json, r.created_at_ms});
+  }
+
+  Result<EgressProfileRecord> GetEgressProfile(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetEgressProfile", kGetProfile, {team, name}));
+    if (rows.size() == 0) return NotFound("egress profile " + name + " not found");
+    return ReadProfile(rows, 0);
+  }
+
+  Result<std::vector<EgressProfileRecord>> ListEgressProfiles(const std::string& team) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListEgressProfiles", kListProfiles, {team}));
+    return ReadAll<EgressProfileRecord>(rows, ReadProfile);
+  }
+
+  Status DeleteEgressProfile(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("DeleteEgressProfile", kDeleteProfile, {team, name}));
+    if (rows.affected() == 0) return NotFound("egress profile " + name + " not found");
+    return Status::Ok();
+  }
+
+  Status PutSandboxCredential(const SandboxCredentialRecord& r) override {
+    return Exec("PutSandboxCredential", kPutSandboxCredential, {r.sandbox, r.name, r.placeholder});
+  }
+
+  Result<std::vector<SandboxCredentialRecord>> ListSandboxCredentials(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListSandboxCredentials", kListSandboxCredentials, {sandbox}));
+    return ReadAll<SandboxCredentialRecord>(rows, [](const PgRows& s, int i) {
+      return SandboxCredentialRecord{s.Text(i, 0), s.Text(i, 1), s.Text(i, 2)};
+    });
+  }
+
+  Status PutOperation(const OperationRecord& r) override {
+    return Exec("PutOperation", kPutOperation,
+                {r.id, r.team, r.kind, r.target, r.state, r.error, r.created_at_ms, r.finished_at_ms});
+  }
+
+  Result<OperationRecord> GetOperation(const std::string& id) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetOperation", kGetOperation, {id}));
+    if (rows.size() == 0) return NotFound("operation " + id + " not found");
+    return ReadOperation(rows, 0);
+  }
+
+  Result<std::vector<OperationRecord>> ListUnfinishedOperations() override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListUnfinishedOperations", kListUnfinishedOperations, {}));
+    return ReadAll<OperationRecord>(rows, ReadOperation);
+  }
+
+  Status PutCommand(const CommandRecord& r) override {
+    Param exit = r.exit_code ? Param(static_cast<int64_t>(*r.exit_code)) : Param(nullptr);
+    return Exec("PutCommand", kPutCommand,
+                {r.pid, r.sandbox, r.cmd_json, r.user, r.cwd, r.started_at_ms, r.finished_at_ms, exit, r.signal,
+                 r.stdout_bytes, r.stderr_bytes});
+  }
+
+  Result<std::vector<CommandRecord>> ListCommands(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListCommands", kListCommands, {sandbox}));
+    return ReadAll<CommandRecord>(rows, ReadCommand);
+  }
+
+  Status AppendAudit(const AuditEvent& e) override {
+    return Query("AppendAudit", kAppendAudit, {e.ts_ms, e.team, e.sandbox, e.kind, e.action, e.detail_json},
+                 Retry::kNever)
+        .status();
+  }
+
+  Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& f) override {
+    Param limit = f.limit < 0 ? Param(nullptr) : Param(static_cast<int64_t>(f.limit));
+    Result<PgRows> rows =
+        f.sandbox.empty() && f.kind.empty() ? Query("ListAudit", kListAudit, {f.team, limit})
+        : f.kind.empty()                    ? Query("ListAudit", kListAuditSandbox, {f.team, f.sandbox, limit})
+        : f.sandbox.empty()                 ? Query("ListAudit", kListAuditKind, {f.team, f.kind, limit})
+                            : Query("ListAudit", kListAuditSandboxKind, {f.team, f.sandbox, f.kind, limit});
+    if (!rows.ok()) return rows.status();
+    return ReadAll<AuditEvent>(*rows, ReadAudit);
+  }
+
+  Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) override {
+    return Exec("PutApiKey", kPutApiKey, {key_sha256, team, name});
+  }
+
+  Result<std::string> TeamForApiKey(const std::string& key_sha256) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("TeamForApiKey", kTeamForApiKey, {key_sha256}));
+    if (rows.size() == 0) return NotFound("unknown API key");
+    return rows.Text(0, 0);
+  }
+
+ private:
+  static CredentialRecord ReadCredential(const PgRows& s, int i) {
+    return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), s.Int(i, 4)};
+  }
+  static EgressProfileRecord ReadProfile(const PgRows& s, int i) {
+    return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Int(i, 3)};
+  }
+
+  // Runs `stmt` on a pooled connection. A connection found broken (the server restarted, a
+  // proxy dropped it) is retried once on a fresh one when the statement may run twice.
+  Result<PgRows> Query(const char* op, const Statement& stmt, const std::vector<Param>& params,
+                       Retry retry = Retry::kSafe) {
+    for (int attempt = 0;; ++attempt) {
+      ASSIGN_OR_RETURN(auto conn, pool_.Acquire(op));
+      Result<PgRows> rows = conn->Run(stmt, params, op);
+      if (rows.ok() || !conn->broken()) return rows;
+      pool_.DropIdle();
+      if (retry == Retry::kNever || attempt > 0) return rows;
+    }
+  }
+  Status Exec(const char* op, const Statement& stmt, const std::vector<Param>& params) {
+    return Query(op, stmt, params).status();
+  }
+
+  pg::PgPool pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url, const PostgresOptions& options) {
+  auto store = std::make_unique<PostgresStore>(url, options);
+  // A connect failure already names the (redacted) URL.
+  RETURN_IF_ERROR(store->Init().Annotate("open store"));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace space::store

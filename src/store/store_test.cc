@@ -1,0 +1,348 @@
+// The Store contract, run against every backend: SQLite on a temp file and PostgreSQL on a
+// private schema (pg_test_db.h). A behaviour one backend has and the other lacks fails here.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/pg_test_db.h"
+#include "store/postgres_store.h"
+#include "store/store.h"
+
+namespace space::store {
+namespace {
+
+enum class Backend { kSqlite, kPostgres };
+void PrintTo(Backend b, std::ostream* os) { *os << (b == Backend::kSqlite ? "sqlite" : "postgres"); }
+
+class StoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::kSqlite) {
+      char tmpl[] = "/tmp/store_test.XXXXXX";
+      ASSERT_NE(mkdtemp(tmpl), nullptr);
+      dir_ = tmpl;
+    } else {
+      std::string why;
+      if (!PgTestDb::Configured(&why)) {
+        if (PgTestDb::Required()) FAIL() << why;
+        GTEST_SKIP() << why;
+      }
+      pg_ = std::make_unique<PgTestDb>();
+      Status st = pg_->Create();
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    auto s = Open();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+  }
+  void TearDown() override {
+    store_.reset();
+    pg_.reset();
+    if (!dir_.empty()) {
+      std::string cmd = "rm -rf " + dir_;
+      ASSERT_EQ(std::system(cmd.c_str()), 0);
+    }
+  }
+  // Opens the same database again (what a restarted server does).
+  Result<std::unique_ptr<Store>> Open() {
+    if (GetParam() == Backend::kSqlite) return OpenSqliteStore(dir_ + "/state.db");
+    return OpenPostgresStore(pg_->url());
+  }
+
+  std::string dir_;
+  std::unique_ptr<PgTestDb> pg_;
+  std::unique_ptr<Store> store_;
+};
+
+SandboxRecord Sbx(const std::string& id, const std::string& team, const std::string& state) {
+  SandboxRecord r;
+  r.id = id;
+  r.team = team;
+  r.state = state;
+  r.template_name = "busybox";
+  r.template_digest = "sha256:00";
+  r.runtime = "ns";
+  r.node = "local";
+  r.on_timeout = "destroy";
+  return r;
+}
+
+std::vector<std::string> Ids(const std::vector<SandboxRecord>& list) {
+  std::vector<std::string> out;
+  for (const auto& r : list) out.push_back(r.id);
+  return out;
+}
+
+TEST_P(StoreTest, SandboxUpsertAndTeamIsolation) {
+  ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_a", "t1", "creating")).ok());
+  ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_b", "t2", "running")).ok());
+  auto r = Sbx("sbx_a", "t1", "running");
+  r.uid_slot = 7;
+  ASSERT_TRUE(store_->PutSandbox(r).ok());
+  auto got = store_->GetSandbox("sbx_a");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "running");
+  EXPECT_EQ(got->uid_slot, 7);
+  SandboxFilter f;
+  f.team = "t1";
+  auto list = store_->ListSandboxes(f);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, "sbx_a");
+  EXPECT_EQ(store_->GetSandbox("sbx_zz").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, UpsertKeepsImmutableColumnsAndRoundTripsAll) {
+  auto r = Sbx("sbx_a", "t1", "creating");
+  r.created_at_ms = 1700000000123;
+  r.env_json = R"({"A":"1"})";
+  r.metadata_json = R"({"k":"v ' \" ; --"})";  // quotes travel as values, never as SQL
+  r.expires_at_ms = 5;
+  r.timeout_s = 300;
+  r.resources_json = R"({"cpu":1})";
+  r.timings_json = R"({"create_ms":3})";
+  r.error = "";
+  r.policy_json = R"({"every_s":60})";
+  ASSERT_TRUE(store_->PutSandbox(r).ok());
+  auto changed = r;
+  changed.team = "t2";                 // immutable
+  changed.created_at_ms = 1;           // immutable
+  changed.env_json = "{}";             // immutable
+  changed.state = "failed";
+  changed.error = "boom";
+  changed.node = "n2";
+  ASSERT_TRUE(store_->PutSandbox(changed).ok());
+  auto got = store_->GetSandbox("sbx_a");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->team, "t1");
+  EXPECT_EQ(got->created_at_ms, 1700000000123);
+  EXPECT_EQ(got->env_json, R"({"A":"1"})");
+  EXPECT_EQ(got->metadata_json, R"({"k":"v ' \" ; --"})");
+  EXPECT_EQ(got->state, "failed");
+  EXPECT_EQ(got->error, "boom");
+  EXPECT_EQ(got->node, "n2");
+  EXPECT_EQ(got->timeout_s, 300);
+  EXPECT_EQ(got->resources_json, R"({"cpu":1})");
+  EXPECT_EQ(got->timings_json, R"({"create_ms":3})");
+  EXPECT_EQ(got->policy_json, R"({"every_s":60})");
+  EXPECT_EQ(got->uid_slot, -1);
+  EXPECT_TRUE(store_->ListLiveSandboxes()->empty());  // failed is not live
+}
+
+TEST_P(StoreTest, PagesByIdAndHidesDestroyed) {
+  for (const char* id : {"sbx_1", "sbx_2", "sbx_3"}) ASSERT_TRUE(store_->PutSandbox(Sbx(id, "t", "running")).ok());
+  ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_4", "t", "destroyed")).ok());
+  SandboxFilter f;
+  f.team = "t";
+  f.limit = 2;
+  auto page1 = store_->ListSandboxes(f);
+  ASSERT_EQ(page1->size(), 2u);
+  f.after_id = page1->back().id;
+  auto page2 = store_->ListSandboxes(f);
+  ASSERT_EQ(page2->size(), 1u);
+  EXPECT_EQ((*page2)[0].id, "sbx_3");
+  EXPECT_EQ(store_->ListLiveSandboxes()->size(), 3u);
+}
+
+TEST_P(StoreTest, ListSandboxFilters) {
+  ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_1", "t", "running")).ok());
+  ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_2", "t", "paused")).ok());
+  ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_3", "t", "destroyed")).ok());
+  struct Case {
+    std::optional<std::string> state;
+    bool include_destroyed;
+    int limit;
+    std::vector<std::string> want;
+  };
+  const Case cases[] = {
+      {std::nullopt, false, 100, {"sbx_1", "sbx_2"}},
+      {std::nullopt, true, 100, {"sbx_1", "sbx_2", "sbx_3"}},
+      {"paused", false, 100, {"sbx_2"}},
+      {"destroyed", false, 100, {"sbx_3"}},  // asking for a state overrides hiding destroyed
+      {std::nullopt, true, 0, {}},
+      {std::nullopt, true, -1, {}},
+  };
+  for (const Case& c : cases) {
+    SandboxFilter f;
+    f.team = "t";
+    f.state = c.state;
+    f.include_destroyed = c.include_destroyed;
+    f.limit = c.limit;
+    auto list = store_->ListSandboxes(f);
+    ASSERT_TRUE(list.ok()) << list.status().ToString();
+    EXPECT_EQ(Ids(*list), c.want) << c.state.value_or("-") << " " << c.include_destroyed << " " << c.limit;
+  }
+}
+
+// Paging tokens compare ids bytewise on both backends, whatever the database's collation.
+TEST_P(StoreTest, IdsSortBytewise) {
+  for (const char* id : {"sbx_a", "sbx_B", "sbx_Z", "sbx_0"}) ASSERT_TRUE(store_->PutSandbox(Sbx(id, "t", "running")).ok());
+  SandboxFilter f;
+  f.team = "t";
+  EXPECT_EQ(Ids(*store_->ListSandboxes(f)), (std::vector<std::string>{"sbx_0", "sbx_B", "sbx_Z", "sbx_a"}));
+  f.after_id = "sbx_Z";
+  EXPECT_EQ(Ids(*store_->ListSandboxes(f)), (std::vector<std::string>{"sbx_a"}));
+}
+
+TEST_P(StoreTest, OperationsCommandsAuditKeys) {
+  OperationRecord op{"op_1", "t", "create", "sbx_1", "pending", "", 1, 0};
+  ASSERT_TRUE(store_->PutOperation(op).ok());
+  EXPECT_EQ(store_->ListUnfinishedOperations()->size(), 1u);
+  op.state = "succeeded";
+  ASSERT_TRUE(store_->PutOperation(op).ok());
+  EXPECT_EQ(store_->ListUnfinishedOperations()->size(), 0u);
+  EXPECT_EQ(store_->GetOperation("op_1")->state, "succeeded");
+  EXPECT_EQ(store_->GetOperation("op_9").status().code(), StatusCode::kNotFound);
+
+  CommandRecord c;
+  c.pid = "proc_1";
+  c.sandbox = "sbx_1";
+  c.cmd_json = "[\"true\"]";
+  ASSERT_TRUE(store_->PutCommand(c).ok());
+  EXPECT_FALSE((*store_->ListCommands("sbx_1"))[0].exit_code.has_value());  // NULL while running
+  c.exit_code = 0;
+  c.stdout_bytes = 5;
+  ASSERT_TRUE(store_->PutCommand(c).ok());
+  auto cmds = store_->ListCommands("sbx_1");
+  ASSERT_EQ(cmds->size(), 1u);
+  EXPECT_EQ((*cmds)[0].exit_code, 0);
+  EXPECT_EQ((*cmds)[0].stdout_bytes, 5);
+
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store_->AppendAudit({0, i, "t", "sbx_1", i == 2 ? "exec" : "lifecycle", "a", "{}"}).ok());
+  }
+  auto ev = store_->ListAudit({"t", "", "lifecycle", 10});
+  ASSERT_EQ(ev->size(), 2u);
+  EXPECT_GT((*ev)[0].seq, (*ev)[1].seq);  // newest first
+
+  ASSERT_TRUE(store_->PutApiKey("abc", "t", "admin").ok());
+  EXPECT_EQ(*store_->TeamForApiKey("abc"), "t");
+  EXPECT_EQ(store_->TeamForApiKey("zzz").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, AuditFilters) {
+  const AuditEvent events[] = {
+      {0, 1, "t", "sbx_1", "exec", "exec", "{}"},
+      {0, 2, "t", "sbx_2", "exec", "exec", "{}"},
+      {0, 3, "t", "sbx_1", "lifecycle", "create", R"({"x":1})"},
+      {0, 4, "u", "sbx_9", "exec", "exec", "{}"},
+  };
+  for (const auto& e : events) ASSERT_TRUE(store_->AppendAudit(e).ok());
+  struct Case {
+    AuditFilter filter;
+    std::vector<int64_t> want_ts;  // newest first
+  };
+  const Case cases[] = {
+      {{"t", "", "", 100}, {3, 2, 1}},
+      {{"t", "sbx_1", "", 100}, {3, 1}},
+      {{"t", "", "exec", 100}, {2, 1}},
+      {{"t", "sbx_1", "exec", 100}, {1}},
+      {{"t", "", "", 1}, {3}},
+      {{"t", "", "", 0}, {}},
+      {{"t", "", "", -1}, {3, 2, 1}},  // a negative limit means no limit
+      {{"v", "", "", 100}, {}},
+  };
+  for (const Case& c : cases) {
+    auto ev = store_->ListAudit(c.filter);
+    ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+    std::vector<int64_t> ts;
+    for (const auto& e : *ev) ts.push_back(e.ts_ms);
+    EXPECT_EQ(ts, c.want_ts) << c.filter.team << "/" << c.filter.sandbox << "/" << c.filter.kind << "/"
+                             << c.filter.limit;
+  }
+  EXPECT_EQ((*store_->ListAudit({"t", "sbx_1", "lifecycle", 10}))[0].detail_json, R"({"x":1})");
+}
+
+TEST_P(StoreTest, SnapshotsAndHead) {
+  auto sb = Sbx("sbx_a", "t", "running");
+  sb.head_snapshot = "snap_1";
+  ASSERT_TRUE(store_->PutSandbox(sb).ok());
+  EXPECT_EQ(store_->GetSandbox("sbx_a")->head_snapshot, "snap_1");
+  SnapshotRecord a{"snap_1", "t", "sbx_a", "", "one", "filesystem", "local", 0, 1, ""};
+  SnapshotRecord b{"snap_2", "t", "sbx_a", "snap_1", "two", "filesystem", "local", 0, 2, ""};
+  ASSERT_TRUE(store_->PutSnapshot(a).ok());
+  ASSERT_TRUE(store_->PutSnapshot(b).ok());
+  b.state = "restorable";
+  b.size_bytes = 42;
+  ASSERT_TRUE(store_->PutSnapshot(b).ok());
+  auto list = store_->ListSnapshots("sbx_a");
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[1].state, "restorable");
+  EXPECT_EQ((*list)[1].parent, "snap_1");
+  EXPECT_EQ((*list)[1].size_bytes, 42);
+  EXPECT_EQ(store_->ListSnapshots("")->size(), 2u);
+  EXPECT_EQ(store_->ListSnapshots("sbx_b")->size(), 0u);
+  EXPECT_EQ(store_->GetSnapshot("snap_2")->label, "two");
+  EXPECT_EQ(store_->GetSnapshot("snap_9").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, CredentialsProfilesArePerTeam) {
+  ASSERT_TRUE(store_->PutCredential({"t1", "openai", "{}", "v1:sealed", 1}).ok());
+  ASSERT_TRUE(store_->PutCredential({"t2", "openai", "{}", "v1:other", 1}).ok());
+  EXPECT_EQ(store_->GetCredential("t1", "openai")->sealed_secret, "v1:sealed");
+  EXPECT_EQ(store_->ListCredentials("t1")->size(), 1u);
+  EXPECT_EQ(store_->GetCredential("t3", "openai").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->DeleteCredential("t1", "openai").ok());
+  EXPECT_EQ(store_->DeleteCredential("t1", "openai").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->GetCredential("t2", "openai").ok());
+
+  ASSERT_TRUE(store_->PutEgressProfile({"t1", "github", R"({"allow":[]})", 1}).ok());
+  ASSERT_TRUE(store_->PutEgressProfile({"t1", "github", R"({"allow":["x"]})", 2}).ok());
+  EXPECT_EQ(store_->GetEgressProfile("t1", "github")->spec_json, R"({"allow":["x"]})");
+  EXPECT_EQ(store_->ListEgressProfiles("t1")->size(), 1u);
+  EXPECT_EQ(store_->ListEgressProfiles("t2")->size(), 0u);
+  ASSERT_TRUE(store_->DeleteEgressProfile("t1", "github").ok());
+  EXPECT_EQ(store_->DeleteEgressProfile("t1", "github").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetEgressProfile("t1", "github").status().code(), StatusCode::kNotFound);
+
+  ASSERT_TRUE(store_->PutSandboxCredential({"sbx_a", "openai", "space-cred-x"}).ok());
+  ASSERT_TRUE(store_->PutSandboxCredential({"sbx_a", "openai", "space-cred-y"}).ok());
+  auto sc = store_->ListSandboxCredentials("sbx_a");
+  ASSERT_EQ(sc->size(), 1u);
+  EXPECT_EQ((*sc)[0].placeholder, "space-cred-y");
+}
+
+TEST_P(StoreTest, ReopenKeepsDataAndSchema) {
+  ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_a", "t1", "running")).ok());
+  store_.reset();
+  auto s = Open();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->GetSandbox("sbx_a")->state, "running");
+  store_ = std::move(s).value();
+}
+
+// The API calls the store from every connection thread at once.
+TEST_P(StoreTest, ManyThreadsAtOnce) {
+  constexpr int kThreads = 12;  // more than the PostgreSQL pool's connections
+  constexpr int kEach = 25;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        std::string id = "sbx_" + std::to_string(t) + "_" + std::to_string(i);
+        if (!store_->PutSandbox(Sbx(id, "t", "running")).ok()) ++failures[t];
+        auto got = store_->GetSandbox(id);
+        if (!got.ok() || got->id != id) ++failures[t];
+        if (!store_->AppendAudit({0, i, "t", id, "lifecycle", "create", "{}"}).ok()) ++failures[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  EXPECT_EQ(store_->ListLiveSandboxes()->size(), static_cast<size_t>(kThreads * kEach));
+  EXPECT_EQ(store_->ListAudit({"t", "", "", -1})->size(), static_cast<size_t>(kThreads * kEach));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return info.param == Backend::kSqlite ? "sqlite" : "postgres";
+                         });
+
+}  // namespace
+}  // namespace space::store

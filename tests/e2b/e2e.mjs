@@ -1,0 +1,192 @@
+// Drives SPACE with the unmodified E2B JavaScript SDKs (issue 6, "How we will know").
+// Needs E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at `space dev`. Prints one
+// line per step with its wall time; exits non-zero at the first failed check.
+import assert from 'node:assert/strict'
+import { Sandbox, CommandExitError } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
+
+const runId = `run${process.pid}x${Date.now()}`
+const steps = []
+async function step(name, fn) {
+  const t0 = performance.now()
+  try {
+    await fn()
+  } catch (e) {
+    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`)
+    throw e
+  }
+  const ms = Math.round(performance.now() - t0)
+  steps.push({ name, ms })
+  console.log(`ok   ${name} (${ms} ms)`)
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+async function until(what, cond, timeoutMs = 10000) {
+  const end = Date.now() + timeoutMs
+  while (Date.now() < end) {
+    if (await cond()) return
+    await sleep(50)
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+const t0 = performance.now()
+let sbx
+const dir = '/home/user/e2e'
+
+await step('create with metadata and envs', async () => {
+  sbx = await Sandbox.create('base', {
+    metadata: { suite: 'e2b-e2e', run: runId },
+    envs: { E2E_VAR: 'hello-env' },
+    timeoutMs: 120_000,
+  })
+  assert.match(sbx.sandboxId, /^sbx_/)
+})
+
+await step('commands.run: exit code, stdout, stderr, default user', async () => {
+  const r = await sbx.commands.run('echo $E2E_VAR; echo oops >&2; whoami; pwd')
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'hello-env\nuser\n/home/user\n')
+  assert.equal(r.stderr, 'oops\n')
+  const env = await sbx.commands.run('echo $A-$B', { envs: { A: '1', B: '2' }, cwd: '/tmp' })
+  assert.equal(env.stdout, '1-2\n')
+  const root = await sbx.commands.run('id -u', { user: 'root' })
+  assert.equal(root.stdout, '0\n')
+})
+
+await step('commands.run: a failing command raises', async () => {
+  await assert.rejects(sbx.commands.run('echo partial; exit 3'), (e) => {
+    assert.ok(e instanceof CommandExitError, `got ${e}`)
+    assert.equal(e.exitCode, 3)
+    assert.equal(e.stdout, 'partial\n')
+    return true
+  })
+})
+
+await step('background command streams output and takes stdin', async () => {
+  let seen = ''
+  const h = await sbx.commands.run('while read line; do echo "got:$line"; done; echo bye', {
+    background: true,
+    stdin: true,
+    onStdout: (d) => { seen += d },
+  })
+  assert.ok(h.pid > 0)
+  const listed = await sbx.commands.list()
+  assert.ok(listed.some((p) => p.pid === h.pid && p.args.includes('-c')), JSON.stringify(listed))
+  await sbx.commands.sendStdin(h.pid, 'one\n')
+  await until('first echo', () => seen.includes('got:one\n'))
+  await sbx.commands.sendStdin(h.pid, 'two\n')
+  await until('second echo', () => seen.includes('got:two\n'))
+  await sbx.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'got:one\ngot:two\nbye\n')
+
+  const sleeper = await sbx.commands.run('sleep 600', { background: true })
+  assert.equal(await sbx.commands.kill(sleeper.pid), true)
+  await assert.rejects(sleeper.wait(), (e) => e instanceof CommandExitError)
+  assert.equal(await sbx.commands.kill(999999), false)
+})
+
+await step('files: write/read/list/exists/makeDir/rename/remove/getInfo', async () => {
+  const w = await sbx.files.write(`${dir}/hello.txt`, 'hello file')
+  assert.equal(w.path, `${dir}/hello.txt`)
+  assert.equal(await sbx.files.read(`${dir}/hello.txt`), 'hello file')
+  const bytes = await sbx.files.read(`${dir}/hello.txt`, { format: 'bytes' })
+  assert.equal(bytes.length, 10)
+  await sbx.files.write([
+    { path: `${dir}/multi/a.txt`, data: 'A' },
+    { path: `${dir}/multi/b.txt`, data: 'B' },
+  ])
+  assert.equal(await sbx.files.read('e2e/multi/b.txt'), 'B') // relative to /home/user
+  const names = (await sbx.files.list(dir)).map((e) => e.name).sort()
+  assert.deepEqual(names, ['hello.txt', 'multi'])
+  assert.equal(await sbx.files.exists(`${dir}/hello.txt`), true)
+  assert.equal(await sbx.files.exists(`${dir}/nope.txt`), false)
+  assert.equal(await sbx.files.makeDir(`${dir}/sub`), true)
+  assert.equal(await sbx.files.makeDir(`${dir}/sub`), false)
+  const moved = await sbx.files.rename(`${dir}/hello.txt`, `${dir}/sub/renamed.txt`)
+  assert.equal(moved.path, `${dir}/sub/renamed.txt`)
+  const info = await sbx.files.getInfo(`${dir}/sub/renamed.txt`)
+  assert.equal(info.type, 'file')
+  assert.equal(info.size, 10)
+  assert.equal(info.owner, 'user')
+  assert.ok(info.modifiedTime instanceof Date)
+  // What the SDK wrote as `user` is user's: a command may write into it.
+  const r = await sbx.commands.run(`echo more >> ${dir}/sub/renamed.txt && stat -c %U ${dir}/sub ${dir}/multi`)
+  assert.equal(r.stdout, 'user\nuser\n')
+  await sbx.files.remove(`${dir}/multi`)
+  assert.equal(await sbx.files.exists(`${dir}/multi`), false)
+  await assert.rejects(sbx.files.read(`${dir}/missing.txt`))
+})
+
+await step('watchDir sees a change', async () => {
+  const events = []
+  const w = await sbx.files.watchDir(dir, (e) => events.push(e))
+  await sbx.files.write(`${dir}/watched.txt`, 'x')
+  await until('a create event', () => events.some((e) => e.name === 'watched.txt' && e.type === 'create'))
+  await sbx.commands.run(`rm ${dir}/watched.txt`)
+  await until('a remove event', () => events.some((e) => e.name === 'watched.txt' && e.type === 'remove'))
+  await w.stop()
+})
+
+await step('Sandbox.list finds it (metadata filter, paging)', async () => {
+  const pager = Sandbox.list({ query: { metadata: { run: runId }, state: ['running'] }, limit: 10 })
+  const items = await pager.nextItems()
+  assert.deepEqual(items.map((s) => s.sandboxId), [sbx.sandboxId])
+  assert.equal(items[0].metadata.suite, 'e2b-e2e')
+  assert.equal(items[0].state, 'running')
+  assert.equal(pager.hasNext, false)
+  const none = await Sandbox.list({ query: { metadata: { run: 'no such run' } } }).nextItems()
+  assert.equal(none.length, 0)
+})
+
+await step('setTimeout', async () => {
+  const before = await sbx.getInfo()
+  await sbx.setTimeout(300_000)
+  const after = await sbx.getInfo()
+  assert.ok(after.endAt.getTime() > before.endAt.getTime(), `${after.endAt} > ${before.endAt}`)
+})
+
+await step('pause', async () => {
+  assert.equal(await sbx.pause(), true)
+  assert.equal((await sbx.getInfo()).state, 'paused')
+  assert.equal(await sbx.isRunning(), false)
+})
+
+await step('connect resumes it with files intact', async () => {
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert.equal((await again.getInfo()).state, 'running')
+  assert.equal(await again.files.read(`${dir}/sub/renamed.txt`), 'hello filemore\n')
+  assert.equal((await again.commands.run('echo $E2E_VAR')).stdout, 'hello-env\n')
+})
+
+await step('kill', async () => {
+  assert.equal(await sbx.kill(), true)
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+  const left = await Sandbox.list({ query: { metadata: { run: runId } } }).nextItems()
+  assert.equal(left.length, 0)
+})
+
+let ci
+await step('code interpreter: create', async () => {
+  ci = await CodeSandbox.create({ metadata: { run: runId } })
+})
+
+await step('runCode keeps a variable between two calls', async () => {
+  const first = await ci.runCode('x = 41\nprint("set x")')
+  assert.equal(first.error, undefined)
+  assert.deepEqual(first.logs.stdout, ['set x\n'])
+  const second = await ci.runCode('x + 1')
+  assert.equal(second.text, '42')
+  const err = await ci.runCode('1 / 0')
+  assert.equal(err.error.name, 'ZeroDivisionError')
+  const ctx = await ci.createCodeContext()
+  const isolated = await ci.runCode('"x" in globals()', { context: ctx })
+  assert.equal(isolated.text, 'False')
+})
+
+await step('code interpreter: kill', async () => {
+  assert.equal(await ci.kill(), true)
+})
+
+console.log(JSON.stringify({ ok: true, total_ms: Math.round(performance.now() - t0), steps }))

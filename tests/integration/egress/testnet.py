@@ -1,0 +1,85 @@
+"""The egress tests' own network: a network namespace holding upstream HTTP/HTTPS/TCP/UDP
+servers at 198.51.100.2 (reached from the host through a veth, host end 198.51.100.1; a /30, since
+this machine reaches its package mirrors at other TEST-NET addresses), a test
+CA that signed the upstream's certificate, and a DNS zone served on loopback to the gateway.
+Nothing here talks to any address outside this machine."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+UPSTREAM_IP = "198.51.100.2"
+HOST_IP = "198.51.100.1"
+ZONE = {
+    "api.test.example": UPSTREAM_IP,     # allowed
+    "cred.test.example": UPSTREAM_IP,    # allowed, a credential is bound to it
+    "other.test.example": UPSTREAM_IP,   # not in any profile
+    "rebind.test.example": "127.0.0.1",  # allowed name, resolves to loopback
+    "private.test.example": "10.1.2.3",  # allowed name, resolves to a private address
+    "meta.test.example": "169.254.169.254",
+}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(*cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+class TestNet:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="space-egress-", dir="/var/tmp")
+        tag = "%d" % (os.getpid() % 100000)
+        self.ns = "spt-" + tag
+        self.veth = "spth" + tag
+        self.procs = []
+        self.log = os.path.join(self.dir, "upstream.log")
+        self.ca = os.path.join(self.dir, "ca.pem")
+
+    def start(self):
+        self._certs()
+        run("ip", "netns", "add", self.ns)
+        run("ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", self.ns)
+        run("ip", "addr", "add", HOST_IP + "/30", "dev", self.veth)
+        run("ip", "link", "set", self.veth, "up")
+        run("ip", "-n", self.ns, "addr", "add", UPSTREAM_IP + "/30", "dev", "eth0")
+        run("ip", "-n", self.ns, "link", "set", "eth0", "up")
+        run("ip", "-n", self.ns, "link", "set", "lo", "up")
+        open(self.log, "w").close()
+        up = subprocess.Popen(["ip", "netns", "exec", self.ns, "python3", os.path.join(HERE, "upstream.py"), self.log,
+                               os.path.join(self.dir, "server.pem"), os.path.join(self.dir, "server.key")],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.procs.append(up)
+        assert up.stdout.readline().strip() == "ready"
+        dns = subprocess.Popen(["python3", os.path.join(HERE, "dns_zone.py")] + ["%s=%s" % kv for kv in ZONE.items()],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.procs.append(dns)
+        self.dns = "127.0.0.1:" + dns.stdout.readline().strip()
+        return self
+
+    def _certs(self):
+        d = self.dir
+        ossl = lambda *a: run("openssl", *a)  # noqa: E731
+        ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+             "-subj", "/CN=SPACE egress test CA", "-keyout", d + "/ca.key", "-out", self.ca,
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
+        ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=test.example",
+             "-keyout", d + "/server.key", "-out", d + "/server.csr")
+        with open(d + "/ext.cnf", "w") as f:
+            f.write("subjectAltName=" + ",".join("DNS:" + n for n in ZONE) + ",IP:" + UPSTREAM_IP + "\n")
+        ossl("x509", "-req", "-in", d + "/server.csr", "-CA", self.ca, "-CAkey", d + "/ca.key", "-CAcreateserial",
+             "-days", "2", "-out", d + "/server.pem", "-extfile", d + "/ext.cnf")
+
+    def requests(self):
+        """What reached the upstream, oldest first."""
+        with open(self.log) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+        subprocess.run(["ip", "netns", "del", self.ns], stderr=subprocess.DEVNULL)
+        subprocess.run(["ip", "link", "del", self.veth], stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)
