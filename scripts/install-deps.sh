@@ -14,7 +14,7 @@ PACKAGES=(
   libcli11-dev                              # command line
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and benchmarks
   busybox-static debootstrap                # templates
-  bubblewrap util-linux                     # benchmark baselines (bwrap, unshare)
+  bubblewrap util-linux runc                # benchmark baselines (bwrap, unshare, runc)
   python3 iproute2 sqlite3 openssl          # integration tests (openssl: the egress tests' CA)
   postgresql                                # throwaway cluster for the store tests (pg-test-cluster.sh)
 )

@@ -1,6 +1,7 @@
 // Authentication and routing.
 #include "api/api.h"
 
+#include <openssl/crypto.h>
 #include <openssl/sha.h>
 
 #include <vector>
@@ -97,25 +98,44 @@ Status Api::EnsureAdminKey(store::Store* store, const std::string& key_path) {
   return store->PutApiKey(Sha256Hex(key), "default", "admin");
 }
 
-Status Api::Authenticate(Request& req) {
+Status Api::Authenticate(Request& req, int64_t* retry_after_s) {
   std::string auth = req.Header("authorization");
   constexpr std::string_view kBearer = "Bearer ";
   if (auth.size() <= kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) {
     return Unauthenticated("missing 'Authorization: Bearer <key>' header");
   }
+  // Keys are compared as SHA-256 digests, and the cache is searched without an early exit
+  // (CRYPTO_memcmp over every entry), so response time says nothing about how much of a
+  // guessed key matched. The store looks digests up by index: timing there can reveal at most
+  // a digest prefix, which does not help find a key (that would need a preimage).
   std::string hash = Sha256Hex(std::string_view(auth).substr(kBearer.size()));
+  const int64_t now = MonoNowNs();
+  std::string team;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = key_cache_.find(hash); it != key_cache_.end()) {
-      req.team = it->second;
-      return Status::Ok();
+    for (const auto& [digest, t] : key_cache_) {
+      if (CRYPTO_memcmp(digest.data(), hash.data(), hash.size()) == 0) team = t;
     }
   }
-  auto team = node_->store()->TeamForApiKey(hash);
-  if (!team.ok()) return Unauthenticated("invalid API key");
-  std::lock_guard<std::mutex> lock(mu_);
-  key_cache_[hash] = *team;
-  req.team = *team;
+  if (team.empty()) {
+    if ((*retry_after_s = limiter_.Take("lookup", now)) > 0) {
+      return ResourceExhausted("too many requests with unknown API keys; retry after " +
+                               std::to_string(*retry_after_s) + " s");
+    }
+    auto found = node_->store()->TeamForApiKey(hash);
+    if (!found.ok()) return Unauthenticated("invalid API key");
+    team = *found;
+    std::lock_guard<std::mutex> lock(mu_);
+    bool cached = false;
+    for (const auto& [digest, t] : key_cache_) cached |= digest == hash;
+    if (!cached) key_cache_.emplace_back(hash, team);
+  }
+  if ((*retry_after_s = limiter_.Take("key:" + hash, now)) > 0) {
+    return ResourceExhausted("rate limit of " + std::to_string(static_cast<int64_t>(limiter_.limit().rate_per_s)) +
+                             " requests/s for this API key exceeded; retry after " + std::to_string(*retry_after_s) +
+                             " s");
+  }
+  req.team = team;
   return Status::Ok();
 }
 
@@ -124,7 +144,9 @@ void Api::Handle(Request& req, Responder& res) {
     res.SendJson(200, {{"status", "ok"}});
     return;
   }
-  if (Status st = Authenticate(req); !st.ok()) {
+  int64_t retry_after_s = 0;
+  if (Status st = Authenticate(req, &retry_after_s); !st.ok()) {
+    if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));
     res.SendError(st);
     return;
   }

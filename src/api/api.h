@@ -6,15 +6,20 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api/http.h"
+#include "api/rate_limiter.h"
 #include "node/node.h"
 
 namespace space::api {
 
 class Api {
  public:
-  explicit Api(node::Node* node) : node_(node) {}
+  // `limit` applies per API key; lookups of keys not seen before share one bucket of the same
+  // size, so guessing keys cannot turn into unbounded store queries.
+  explicit Api(node::Node* node, RateLimit limit = {}) : node_(node), limiter_(limit) {}
 
   // Entry point for the HTTP server.
   void Handle(Request& req, Responder& res);
@@ -24,7 +29,8 @@ class Api {
   static Status EnsureAdminKey(store::Store* store, const std::string& key_path);
 
  private:
-  Status Authenticate(Request& req);
+  // Sets req.team. A rate-limited caller gets resource_exhausted and `*retry_after_s` > 0.
+  Status Authenticate(Request& req, int64_t* retry_after_s);
   void Route(Request& req, Responder& res);
 
   // Sandboxes (api_sandboxes.cc)
@@ -57,7 +63,9 @@ class Api {
 
   node::Node* const node_;
   std::mutex mu_;
-  std::map<std::string, std::string> key_cache_;  // sha256(key) -> team; GUARDED_BY(mu_)
+  RateLimiter limiter_;
+  // (sha256 hex of a key, its team) for keys seen valid; searched in constant time per entry.
+  std::vector<std::pair<std::string, std::string>> key_cache_;  // GUARDED_BY(mu_)
 };
 
 // JSON renderings shared by handlers.

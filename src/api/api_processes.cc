@@ -35,8 +35,9 @@ Result<node::ProcessSpec> ParseProcessSpec(const std::string& body, bool backgro
   } else {
     s.stdin_data = std::move(text);
   }
-  ASSIGN_OR_RETURN(bool tty, GetBool(b, "tty", false));
-  if (tty) return InvalidArgument("tty is not supported by this server yet");
+  // A pty: stdout and stderr arrive merged as stdout (with the terminal's \r\n), stdin is
+  // the terminal's input, and the size is 80x24.
+  ASSIGN_OR_RETURN(s.tty, GetBool(b, "tty", false));
   ASSIGN_OR_RETURN(s.snapshot_before, GetBool(b, "snapshot_before", false));
   s.keep_stdin_open = background;
   return s;

@@ -255,6 +255,7 @@ void Api::Metrics(Request& req, Responder& res) {
   std::string out;
   out += "# HELP space_sandboxes_live Sandboxes booted on this node.\n# TYPE space_sandboxes_live gauge\n";
   out += "space_sandboxes_live " + std::to_string(node_->live_count()) + "\n";
+  out += node_->WarmPoolMetrics();
   res.Send(200, "text/plain; version=0.0.4", out);
 }
 

@@ -40,4 +40,26 @@ Result<std::string> UrlDecode(std::string_view s, bool plus_is_space) {
   return out;
 }
 
+Status ParseTarget(std::string_view target, Request* req) {
+  size_t q = target.find('?');
+  ASSIGN_OR_RETURN(req->path, UrlDecode(target.substr(0, q), false));
+  if (q == std::string_view::npos) return Status::Ok();
+  std::string_view qs = target.substr(q + 1);
+  while (!qs.empty()) {
+    size_t amp = qs.find('&');
+    std::string_view pair = qs.substr(0, amp);
+    qs = amp == std::string_view::npos ? std::string_view() : qs.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    ASSIGN_OR_RETURN(std::string k, UrlDecode(pair.substr(0, eq), true));
+    std::string v;
+    if (eq != std::string_view::npos) {
+      ASSIGN_OR_RETURN(v, UrlDecode(pair.substr(eq + 1), true));
+    }
+    if (req->query.size() >= 64) return InvalidArgument("too many query parameters");
+    req->query.emplace(std::move(k), std::move(v));
+  }
+  return Status::Ok();
+}
+
 }  // namespace space::api

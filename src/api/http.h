@@ -53,6 +53,10 @@ class Responder {
   std::vector<std::pair<std::string, std::string>> extra_headers_;
 };
 
+// Fills req->path and req->query from a request target ("/p?a=1&b"): decoded, at most 64
+// query parameters. Fails (invalid_argument) on malformed escapes and NUL bytes.
+Status ParseTarget(std::string_view target, Request* req);
+
 // Decodes %XX and '+' (in queries). Fails on malformed escapes and NUL bytes.
 Result<std::string> UrlDecode(std::string_view s, bool plus_is_space);
 

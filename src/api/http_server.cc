@@ -4,8 +4,10 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/clock.h"
@@ -20,10 +22,73 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
+// A synchronous stream over the connection's socket whose reads fail with timed_out after a
+// deadline and whose writes fail after a stall (no progress) timeout. Asio's own blocking
+// calls wait forever (they poll with no timeout after EAGAIN, so SO_RCVTIMEO does not help);
+// this waits with poll() first and only then reads or writes what is ready.
+class TimedSocket {
+ public:
+  TimedSocket(tcp::socket& socket, int write_stall_timeout_ms)
+      : socket_(socket), write_stall_timeout_ms_(write_stall_timeout_ms) {}
+
+  // Reads fail once the monotonic clock passes `mono_ns`.
+  void set_read_deadline(int64_t mono_ns) { read_deadline_ns_ = mono_ns; }
+
+  template <class Buffers>
+  size_t read_some(const Buffers& buffers, beast::error_code& ec) {
+    int64_t left_ms = (read_deadline_ns_ - MonoNowNs()) / 1'000'000;
+    if (!WaitReady(POLLIN, static_cast<int>(std::clamp<int64_t>(left_ms, 0, INT32_MAX)), ec)) return 0;
+    return socket_.read_some(buffers, ec);
+  }
+  template <class Buffers>
+  size_t read_some(const Buffers& buffers) {
+    beast::error_code ec;
+    size_t n = read_some(buffers, ec);
+    if (ec) throw beast::system_error(ec);
+    return n;
+  }
+  template <class Buffers>
+  size_t write_some(const Buffers& buffers, beast::error_code& ec) {
+    if (!WaitReady(POLLOUT, write_stall_timeout_ms_, ec)) return 0;
+    return socket_.write_some(buffers, ec);
+  }
+  template <class Buffers>
+  size_t write_some(const Buffers& buffers) {
+    beast::error_code ec;
+    size_t n = write_some(buffers, ec);
+    if (ec) throw beast::system_error(ec);
+    return n;
+  }
+
+ private:
+  // True once the socket is ready for `events` (or has an error the next call reports).
+  bool WaitReady(short events, int timeout_ms, beast::error_code& ec) {
+    pollfd p{socket_.native_handle(), events, 0};
+    int64_t deadline = MonoNowNs() + int64_t{timeout_ms} * 1'000'000;
+    for (;;) {
+      int rc = ::poll(&p, 1, timeout_ms);
+      if (rc > 0) return true;
+      if (rc == 0) {
+        ec = asio::error::timed_out;
+        return false;
+      }
+      if (errno != EINTR) {
+        ec = beast::error_code(errno, beast::system_category());
+        return false;
+      }
+      timeout_ms = static_cast<int>(std::max<int64_t>(0, (deadline - MonoNowNs()) / 1'000'000));
+    }
+  }
+
+  tcp::socket& socket_;
+  const int write_stall_timeout_ms_;
+  int64_t read_deadline_ns_ = 0;
+};
+
 // Responder over a synchronous Beast socket.
 class BeastResponder : public Responder {
  public:
-  BeastResponder(tcp::socket& socket, bool keep_alive) : socket_(socket), keep_alive_(keep_alive) {}
+  BeastResponder(TimedSocket& socket, bool keep_alive) : socket_(socket), keep_alive_(keep_alive) {}
 
   void Send(int status, std::string_view content_type, std::string body) override {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
@@ -62,34 +127,12 @@ class BeastResponder : public Responder {
   bool keep_alive() const { return keep_alive_; }
 
  private:
-  tcp::socket& socket_;
+  TimedSocket& socket_;
   bool keep_alive_;
   bool sent_ = false;
 };
 
-Status ParseTarget(std::string_view target, Request* req) {
-  size_t q = target.find('?');
-  ASSIGN_OR_RETURN(req->path, UrlDecode(target.substr(0, q), false));
-  if (q == std::string_view::npos) return Status::Ok();
-  std::string_view qs = target.substr(q + 1);
-  while (!qs.empty()) {
-    size_t amp = qs.find('&');
-    std::string_view pair = qs.substr(0, amp);
-    qs = amp == std::string_view::npos ? std::string_view() : qs.substr(amp + 1);
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    ASSIGN_OR_RETURN(std::string k, UrlDecode(pair.substr(0, eq), true));
-    std::string v;
-    if (eq != std::string_view::npos) {
-      ASSIGN_OR_RETURN(v, UrlDecode(pair.substr(eq + 1), true));
-    }
-    if (req->query.size() >= 64) return InvalidArgument("too many query parameters");
-    req->query.emplace(std::move(k), std::move(v));
-  }
-  return Status::Ok();
-}
-
-void SendRaw(tcp::socket& socket, const Status& st) {
+void SendRaw(TimedSocket& socket, const Status& st) {
   BeastResponder r(socket, false);
   r.SendError(st);
 }
@@ -162,7 +205,8 @@ void HttpServer::AcceptLoop() {
       continue;
     }
     if (connections_.load() >= config_.max_connections) {
-      SendRaw(socket, Unavailable("too many connections; retry shortly"));
+      TimedSocket timed(socket, 1000);
+      SendRaw(timed, Unavailable("too many connections; retry shortly"));
       continue;
     }
     ++connections_;
@@ -176,24 +220,45 @@ void HttpServer::AcceptLoop() {
 void HttpServer::Serve(tcp::socket socket) {
   beast::error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
+  TimedSocket timed(socket, config_.write_stall_timeout_ms);
   beast::flat_buffer buffer;
   for (;;) {
+    // Idle keep-alive: wait for the first byte of the next request (none may be buffered).
+    if (buffer.size() == 0) {
+      timed.set_read_deadline(MonoNowNs() + int64_t{config_.idle_timeout_ms} * 1'000'000);
+      size_t n = timed.read_some(buffer.prepare(4096), ec);
+      buffer.commit(n);
+      if (ec) return;  // idle timeout, end of stream or reset: close quietly
+    }
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(config_.max_header_bytes));
     parser.body_limit(config_.max_body_bytes);
-    http::read(socket, buffer, parser, ec);
+    timed.set_read_deadline(MonoNowNs() + int64_t{config_.header_timeout_ms} * 1'000'000);
+    http::read_header(timed, buffer, parser, ec);
+    if (!ec && !parser.is_done()) {
+      // The body may take its size at the floor rate, plus a grace period. A chunked body has
+      // no size up front: it is bounded by the largest body allowed.
+      uint64_t expected = parser.content_length().value_or(config_.max_body_bytes);
+      uint64_t body_ms = expected * 1000 / std::max<size_t>(1, config_.body_min_bytes_per_s);
+      timed.set_read_deadline(MonoNowNs() + (int64_t{config_.body_grace_ms} + static_cast<int64_t>(body_ms)) * 1'000'000);
+      http::read(timed, buffer, parser, ec);
+    }
     if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset) return;
+    if (ec == asio::error::timed_out) {
+      LogWarn("http", "dropped a connection whose request did not arrive in time");
+      return;
+    }
     if (ec == http::error::body_limit) {
-      SendRaw(socket, PayloadTooLarge("request body exceeds " + std::to_string(config_.max_body_bytes) + " bytes"));
+      SendRaw(timed, PayloadTooLarge("request body exceeds " + std::to_string(config_.max_body_bytes) + " bytes"));
       DrainAndClose(socket);
       return;
     }
     if (ec == http::error::header_limit) {
-      SendRaw(socket, PayloadTooLarge("request headers exceed " + std::to_string(config_.max_header_bytes) + " bytes"));
+      SendRaw(timed, PayloadTooLarge("request headers exceed " + std::to_string(config_.max_header_bytes) + " bytes"));
       return;
     }
     if (ec) {
-      SendRaw(socket, InvalidArgument("malformed HTTP request: " + ec.message()));
+      SendRaw(timed, InvalidArgument("malformed HTTP request: " + ec.message()));
       return;
     }
     auto& msg = parser.get();
@@ -206,7 +271,7 @@ void HttpServer::Serve(tcp::socket socket) {
       req.headers[name] = std::string(f.value());
     }
     req.body = std::move(msg.body());
-    BeastResponder responder(socket, msg.keep_alive());
+    BeastResponder responder(timed, msg.keep_alive());
     if (Status st = ParseTarget(msg.target(), &req); !st.ok()) {
       responder.SendError(st);
     } else {

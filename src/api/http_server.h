@@ -1,5 +1,8 @@
 // HttpServer: HTTP/1.1 over Boost.Beast, one thread per connection (bounded), keep-alive,
-// bounded headers and bodies. Hands each parsed request to a handler with a Responder.
+// bounded headers and bodies, and bounded time: an idle keep-alive connection, a request head
+// that dribbles in (slowloris), a body slower than a floor rate, and a client that stops
+// reading its response are all dropped, so slow clients cannot pin connection threads.
+// Hands each parsed request to a handler with a Responder.
 //
 // Owned by the `space` binary. Start/Stop from one thread; handlers run concurrently.
 #pragma once
@@ -26,6 +29,11 @@ struct HttpServerConfig {
   size_t max_body_bytes = (100u << 20) + 4096;
   size_t max_header_bytes = 64 * 1024;
   int max_connections = 512;
+  int idle_timeout_ms = 60'000;      // keep-alive: wait this long for the next request's first byte
+  int header_timeout_ms = 10'000;    // then the whole request head must arrive within this
+  int body_grace_ms = 30'000;        // the body gets this long plus its size at the floor rate:
+  size_t body_min_bytes_per_s = 32 * 1024;
+  int write_stall_timeout_ms = 60'000;  // a response write that makes no progress this long fails
 };
 
 class HttpServer {

@@ -66,10 +66,12 @@ http::request<http::string_body> MakeRequest(const std::string& method, const st
 }  // namespace
 
 Result<Response> Client::Call(const std::string& method, const std::string& target, const std::string& body,
-                              const std::string& content_type) {
+                              const std::string& content_type, const std::map<std::string, std::string>& headers) {
   Response out;
   Status st = WithConnection(host_, port_, [&](beast::tcp_stream& stream) {
-    http::write(stream, MakeRequest(method, target, host_, key_, body, content_type));
+    auto req = MakeRequest(method, target, host_, key_, body, content_type);
+    for (const auto& [k, v] : headers) req.set(k, v);
+    http::write(stream, req);
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(1ull << 30);

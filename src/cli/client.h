@@ -33,7 +33,8 @@ class Client {
       : host_(std::move(host)), port_(std::move(port)), key_(std::move(key)) {}
 
   Result<Response> Call(const std::string& method, const std::string& target, const std::string& body = "",
-                        const std::string& content_type = "application/json");
+                        const std::string& content_type = "application/json",
+                        const std::map<std::string, std::string>& headers = {});
   // Calls and reads a text/event-stream response, handing each event to `on_event`.
   Status Stream(const std::string& method, const std::string& target, const std::string& body,
                 const std::function<void(const SseEvent&)>& on_event);

@@ -9,6 +9,7 @@
 
 #include "common/base64.h"
 #include "cli/client.h"
+#include "cli/egress_commands.h"
 #include "cli/dev.h"
 #include "common/syscall.h"
 
@@ -22,8 +23,9 @@ int Fail(const Status& st) {
 
 // Runs a call and prints the JSON body (or a human summary via `human`), returning the exit code.
 int PrintCall(Client& c, const std::string& method, const std::string& target, const std::string& body, bool json,
-              const std::function<void(const nlohmann::json&)>& human) {
-  auto r = c.Call(method, target, body);
+              const std::function<void(const nlohmann::json&)>& human,
+              const std::map<std::string, std::string>& headers = {}) {
+  auto r = c.Call(method, target, body, "application/json", headers);
   if (!r.ok()) return Fail(r.status());
   if (r->status >= 300) return Fail(ResponseError(*r));
   auto j = nlohmann::json::parse(r->body, nullptr, false);
@@ -72,6 +74,10 @@ int Main(int argc, char** argv) {
                       "(default: SQLite at <data-dir>/state.db)");
   dev_cmd->add_option("--guest", dev.guest_binary, "path of the static spaced binary");
   dev_cmd->add_flag("--overlay", dev.force_overlay, "use overlayfs instead of btrfs for sandbox roots");
+  dev_cmd->add_option("--api-rate-limit", dev.api_rate_limit,
+                      "requests per second per API key, RATE[:BURST] (default 1000:2000; 0 = off)");
+  dev_cmd->add_option("--warm-pool", dev.warm_pool,
+                      "pre-created sandboxes per template, TEMPLATE=N[,TEMPLATE=N...] (default: none)");
   dev_cmd->add_flag("--no-egress", dev.no_egress, "no sandbox network at all (egress profiles are refused)");
   dev_cmd->add_option("--egress-dns", dev.egress_dns, "resolver the egress gateway asks (IP[:PORT]; default: resolv.conf)");
   dev_cmd->add_option("--egress-upstream-ca", dev.egress_upstream_ca,
@@ -87,6 +93,11 @@ int Main(int argc, char** argv) {
   create->add_option("--env,-e", env, "K=V environment for every process");
   create->add_option("--metadata,-m", meta, "k=v metadata");
   create->add_flag("--no-wait", no_wait, "return once accepted, before it runs");
+  std::vector<std::string> egress_profiles, creds;
+  create->add_option("--egress", egress_profiles, "egress profile (repeatable; none = no network)");
+  create->add_option("--cred", creds, "credential whose placeholder the sandbox gets (repeatable)");
+  EgressCommands egress_commands;
+  egress_commands.Register(app);
 
   auto* ls = app.add_subcommand("ls", "list sandboxes");
   auto* inspect = app.add_subcommand("inspect", "show a sandbox");
@@ -150,13 +161,20 @@ int Main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status());
   Client& c = *client;
 
+  if (auto code = egress_commands.Run(c, json)) return *code;
   if (create->parsed()) {
     nlohmann::json body = {{"template", tmpl}};
     if (timeout > 0) body["timeout_s"] = timeout;
     if (!env.empty()) body["env"] = ParsePairs(env);
     if (!meta.empty()) body["metadata"] = ParsePairs(meta);
-    return PrintCall(c, "POST", no_wait ? "/v1/sandboxes" : "/v1/sandboxes?wait=true", body.dump(), json,
-                     [](const nlohmann::json& j) { std::cout << j["sandbox"].value("id", "") << "\n"; });
+    if (!creds.empty()) body["credentials"] = creds;
+    std::map<std::string, std::string> headers;
+    for (const auto& p : egress_profiles) {
+      headers["X-Space-Egress-Profile"] += (headers["X-Space-Egress-Profile"].empty() ? "" : ",") + p;
+    }
+    return PrintCall(
+        c, "POST", no_wait ? "/v1/sandboxes" : "/v1/sandboxes?wait=true", body.dump(), json,
+        [](const nlohmann::json& j) { std::cout << j["sandbox"].value("id", "") << "\n"; }, headers);
   }
   if (ls->parsed()) {
     return PrintCall(c, "GET", "/v1/sandboxes", "", json, [](const nlohmann::json& j) {

@@ -56,6 +56,16 @@ int RunDev(const DevOptions& options) {
     return 2;
   }
   hc.port = static_cast<uint16_t>(port);
+  auto warm = node::ParseWarmPoolSpec(options.warm_pool);
+  if (!warm.ok()) {
+    std::cerr << "space dev: " << warm.status().message() << "\n";
+    return 2;
+  }
+  api::RateLimit rate_limit;
+  if (!api::ParseRateLimit(options.api_rate_limit, &rate_limit)) {
+    std::cerr << "space dev: --api-rate-limit must be RATE[:BURST] (requests per second)\n";
+    return 2;
+  }
   RaiseFdLimit();
   // Writes to a client that went away must fail with EPIPE, not kill the server.
   ::signal(SIGPIPE, SIG_IGN);
@@ -84,6 +94,7 @@ int RunDev(const DevOptions& options) {
   nc.egress_upstream_ca = options.egress_upstream_ca;
   nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
   nc.force_overlay = options.force_overlay;
+  nc.warm_pool = std::move(*warm);
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -96,7 +107,7 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << node.status().ToString() << "\n";
     return 1;
   }
-  api::Api api(node->get());
+  api::Api api(node->get(), rate_limit);
   // The E2B-compatible surface shares the listener; it answers only its own paths/headers.
   e2b::E2b e2b(node->get(), options.data_dir + "/e2b-token.key");
   if (Status st = e2b.Init(); !st.ok()) {

@@ -15,6 +15,8 @@ struct DevOptions {
   bool no_egress = false;                 // sandboxes get loopback only; egress profiles refused
   std::string egress_dns;                 // upstream resolver of the gateway ("ip[:port]")
   std::string egress_upstream_ca;         // extra CA file the gateway trusts upstream (tests)
+  std::string warm_pool;                  // "TEMPLATE=N[,...]": pre-created sandboxes per template
+  std::string api_rate_limit = "1000:2000";  // per API key: "RATE[:BURST]" requests/s; "0" = off
 };
 
 // Runs until SIGINT/SIGTERM. Returns the process exit code.

@@ -304,8 +304,11 @@ void E2b::PauseSandbox(api::Request& req, api::Responder& res, const std::string
 void E2b::Metrics(api::Request& req, api::Responder& res, const std::string& id) {
   auto rec = node_->Get(req.team, id);
   if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
-  // No samples yet: SPACE does not record per-sandbox metrics over time (docs/e2b.md).
-  res.SendJson(200, nlohmann::json::array());
+  // One sample, taken now: SPACE keeps no metric history, so a time range answers with the
+  // current values (docs/e2b.md).
+  auto sample = node_->Metrics(req.team, id);
+  if (!sample.ok()) return SendControlError(res, sample.status());
+  res.SendJson(200, nlohmann::json::array({*sample}));
 }
 
 }  // namespace space::e2b

@@ -1,8 +1,5 @@
 // envd's filesystem service (filesystem.Filesystem/*) relayed to the guest's file ops.
-#include <chrono>
-#include <thread>
-
-#include "common/clock.h"
+#include "common/log.h"
 #include "e2b/connect.h"
 #include "e2b/e2b.h"
 #include "e2b/proto_json.h"
@@ -14,35 +11,19 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kWatchPollMs = 100;
 constexpr int64_t kWatchKeepaliveMs = 15000;
 
 std::string OwnerFor(const Target& t) { return t.user == "root" ? "" : t.user; }
 
-// What a watcher remembers about one entry between two polls.
-struct Seen {
-  std::string type, mtime;
-  uint64_t size = 0;
-  uint64_t mode = 0;
-  json entry;
-};
-
-Result<std::map<std::string, Seen>> Snapshot(node::Node* node, const Target& t, const std::string& dir, bool recursive) {
-  ASSIGN_OR_RETURN(json listing, node->FileOp(t.team, t.id,
-                                              {{"op", "list"}, {"path", dir}, {"depth", recursive ? 8 : 1}}));
-  std::map<std::string, Seen> out;
-  if (!listing.contains("entries") || !listing["entries"].is_array()) return out;
-  for (const auto& e : listing["entries"]) {
-    if (!e.is_object() || !e.contains("path") || !e["path"].is_string()) continue;
-    Seen s;
-    s.type = e.value("type", "");
-    s.mtime = e.value("mtime", "");
-    s.size = e.contains("size") ? AsUint(e["size"]).value_or(0) : 0;
-    s.mode = e.contains("mode") ? AsUint(e["mode"]).value_or(0) : 0;
-    s.entry = e;
-    out[e["path"].get<std::string>()] = std::move(s);
+const char* EventTypeWord(node::DirChange::Type type) {
+  switch (type) {
+    case node::DirChange::Type::kCreate: return "EVENT_TYPE_CREATE";
+    case node::DirChange::Type::kWrite: return "EVENT_TYPE_WRITE";
+    case node::DirChange::Type::kRemove: return "EVENT_TYPE_REMOVE";
+    case node::DirChange::Type::kRename: return "EVENT_TYPE_RENAME";
+    case node::DirChange::Type::kChmod: return "EVENT_TYPE_CHMOD";
   }
-  return out;
+  return "EVENT_TYPE_UNSPECIFIED";
 }
 
 }  // namespace
@@ -114,9 +95,10 @@ void E2b::FilesystemRpc(api::Request& req, api::Responder& res, const Target& t,
   SendRpcError(res, "unimplemented", "filesystem." + method.substr(0, 64) + " is not implemented");
 }
 
-// WatchDir by polling the directory through the guest every 100 ms and reporting the
-// differences (docs/e2b.md: events within one interval coalesce, e.g. create+write reads
-// as one create). The stream ends when the client goes away, which a write notices.
+// WatchDir on the guest's inotify watch (recursive when asked): every change is reported,
+// named relative to the directory, as envd (fsnotify) does. The stream ends when the client
+// goes away (a write notices; keepalives make sure one happens), when the directory is
+// removed, or when the sandbox stops running; the guest's watch is dropped in every case.
 void E2b::WatchDir(api::Request& req, api::Responder& res, const Target& t) {
   ConnectStream out(res);
   auto msg = StreamRequestMessage(req);
@@ -128,46 +110,30 @@ void E2b::WatchDir(api::Request& req, api::Responder& res, const Target& t) {
   bool recursive = msg->contains("recursive") && (*msg)["recursive"].is_boolean() && (*msg)["recursive"].get<bool>();
   bool include_entry =
       msg->contains("includeEntry") && (*msg)["includeEntry"].is_boolean() && (*msg)["includeEntry"].get<bool>();
-  auto before = Snapshot(node_, t, *dir, recursive);
-  if (!before.ok()) return out.End(before.status());
+  auto watch = node_->WatchDirectory(t.team, t.id, *dir, recursive);
+  if (!watch.ok()) return out.End(watch.status());
+  struct Closer {
+    node::DirWatchStream* w;
+    ~Closer() { w->Close(); }
+  } closer{watch->get()};
   if (!out.Send({{"start", json::object()}}).ok()) return;
   std::string prefix = dir->back() == '/' ? *dir : *dir + "/";
-  int64_t last_write = MonoNowNs();
   for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(kWatchPollMs));
-    auto now = Snapshot(node_, t, *dir, recursive);
-    if (!now.ok()) {
-      // A paused sandbox answers conflict: the watch waits for it to run again.
-      if (now.status().code() == StatusCode::kConflict) continue;
-      return out.End(now.status());
-    }
-    std::vector<json> events;
-    auto event = [&](const std::string& path, const char* type, const json* entry) {
-      json fs = {{"name", path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : path},
-                 {"type", type}};
-      if (include_entry && entry != nullptr) fs["entry"] = EntryInfoJson(*entry);
-      events.push_back({{"filesystem", fs}});
-    };
-    for (const auto& [path, s] : *now) {
-      auto old = before->find(path);
-      if (old == before->end()) {
-        event(path, "EVENT_TYPE_CREATE", &s.entry);
-      } else if (s.type != "dir" && (old->second.mtime != s.mtime || old->second.size != s.size)) {
-        event(path, "EVENT_TYPE_WRITE", &s.entry);
-      } else if (old->second.mode != s.mode) {
-        event(path, "EVENT_TYPE_CHMOD", &s.entry);
+    std::vector<node::DirChange> changes;
+    bool overflow = false;
+    Status st = (*watch)->Next(&changes, &overflow, kWatchKeepaliveMs);
+    if (!st.ok()) return out.End(st);
+    // envd has no overflow event; lost changes are only logged (docs/e2b.md).
+    if (overflow) LogWarn("e2b", "watch " + *dir + " in " + t.id + ": changes were lost (overflow)");
+    if (changes.empty() && !out.Send({{"keepalive", json::object()}}).ok()) return;
+    for (const auto& c : changes) {
+      json fs = {{"name", c.name}, {"type", EventTypeWord(c.type)}};
+      if (include_entry && c.type != node::DirChange::Type::kRemove && c.type != node::DirChange::Type::kRename) {
+        // As envd: the entry is read after the event, so it may already be gone.
+        auto e = node_->FileOp(t.team, t.id, {{"op", "stat"}, {"path", prefix + c.name}});
+        if (e.ok()) fs["entry"] = EntryInfoJson(*e);
       }
-    }
-    for (const auto& [path, s] : *before) {
-      if (!now->count(path)) event(path, "EVENT_TYPE_REMOVE", nullptr);
-    }
-    *before = std::move(*now);
-    if (events.empty() && MonoNowNs() - last_write > kWatchKeepaliveMs * 1000000) {
-      events.push_back({{"keepalive", json::object()}});
-    }
-    for (const auto& e : events) {
-      if (!out.Send(e).ok()) return;
-      last_write = MonoNowNs();
+      if (!out.Send({{"filesystem", fs}}).ok()) return;
     }
   }
 }

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <csignal>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "common/base64.h"
 #include "e2b/connect.h"
@@ -10,6 +12,7 @@
 #include "e2b/exec_service_py.h"
 #include "e2b/proto_json.h"
 #include "e2b/rpc_request.h"
+#include "guest/protocol.h"
 
 namespace space::e2b {
 namespace {
@@ -47,6 +50,27 @@ json EndEvent(const node::Process& p) {
   return {{"event", {{"end", end}}}};
 }
 
+// PTY.size {"cols","rows"} of a StartRequest's or UpdateRequest's `pty` field.
+Result<std::pair<int, int>> PtySize(const json& msg) {
+  const json& pty = msg["pty"];
+  if (!pty.is_object() || !pty.contains("size") || !pty["size"].is_object()) {
+    return InvalidArgument("pty.size {cols, rows} is required");
+  }
+  const json& size = pty["size"];
+  auto dim = [&](const char* name) -> std::optional<int> {
+    if (!size.contains(name)) return std::nullopt;
+    auto v = AsUint(size[name]);
+    if (!v || *v < 1 || *v > guest::kMaxTtySize) return std::nullopt;
+    return static_cast<int>(*v);
+  };
+  auto cols = dim("cols");
+  auto rows = dim("rows");
+  if (!cols || !rows) {
+    return InvalidArgument("pty.size cols and rows must be 1.." + std::to_string(guest::kMaxTtySize));
+  }
+  return std::pair{*cols, *rows};
+}
+
 json DataEvent(const char* stream, const std::string& data) {
   return {{"event", {{"data", {{stream, Base64Encode(data)}}}}}};
 }
@@ -55,6 +79,8 @@ json DataEvent(const char* stream, const std::string& data) {
 // output printed before the call (Connect re-attaches to live output, as envd does).
 void StreamEvents(ConnectStream& out, node::Process& proc, bool from_now) {
   if (!out.Send({{"event", {{"start", {{"pid", proc.guest_pid()}}}}}}).ok()) return;
+  // A pty has one output stream: the guest reports it as stdout, envd as pty bytes.
+  const char* stdout_field = proc.spec().tty ? "pty" : "stdout";
   size_t next = 0;
   bool skipping = from_now;
   for (;;) {
@@ -66,7 +92,7 @@ void StreamEvents(ConnectStream& out, node::Process& proc, bool from_now) {
         case node::ProcessEvent::Kind::kStart:
           break;
         case node::ProcessEvent::Kind::kStdout:
-          if (!skipping) st = out.Send(DataEvent("stdout", e.data));
+          if (!skipping) st = out.Send(DataEvent(stdout_field, e.data));
           break;
         case node::ProcessEvent::Kind::kStderr:
           if (!skipping) st = out.Send(DataEvent("stderr", e.data));
@@ -134,8 +160,11 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
       if (!proc.ok()) return out.End(proc.status());
       return StreamEvents(out, **proc, /*from_now=*/true);
     }
+    std::optional<std::pair<int, int>> pty;
     if (msg->contains("pty") && !(*msg)["pty"].is_null()) {
-      return out.EndWithCode("unimplemented", "PTY sessions are not supported by SPACE yet (docs/e2b.md)");
+      auto size = PtySize(*msg);
+      if (!size.ok()) return out.End(size.status());
+      pty = *size;
     }
     const json empty = json::object();
     const json& pc = msg->contains("process") && (*msg)["process"].is_object() ? (*msg)["process"] : empty;
@@ -170,6 +199,12 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
     spec.user = t.user;
     // envd keeps stdin open unless told otherwise; the SDK sends stdin:false for commands.
     spec.keep_stdin_open = !(msg->contains("stdin") && (*msg)["stdin"].is_boolean() && !(*msg)["stdin"].get<bool>());
+    if (pty) {
+      spec.tty = true;
+      spec.tty_cols = pty->first;
+      spec.tty_rows = pty->second;
+      spec.keep_stdin_open = true;  // input to a pty always goes through
+    }
     // envd kills the process at the call's deadline (Connect-Timeout-Ms); none without it.
     auto deadline = ConnectTimeoutMs(req);
     if (!deadline.ok()) return out.End(deadline.status());
@@ -213,8 +248,13 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
   if (method == "SendInput") {
     const json empty = json::object();
     const json& input = msg->contains("input") && (*msg)["input"].is_object() ? (*msg)["input"] : empty;
-    if (input.contains("pty")) return SendRpcError(res, "unimplemented", "PTY input is not supported by SPACE yet");
-    auto data = BytesField(input, "stdin", kMaxUnaryBytes);
+    // ProcessInput is a oneof: pty bytes go to the terminal, stdin bytes to the pipe; in
+    // the guest both are the process's input stream.
+    const bool to_pty = input.contains("pty") && !input["pty"].is_null();
+    if (to_pty && !(*proc)->spec().tty) {
+      return SendRpcError(res, "invalid_argument", "process " + std::to_string((*proc)->guest_pid()) + " has no pty");
+    }
+    auto data = BytesField(input, to_pty ? "pty" : "stdin", kMaxUnaryBytes);
     if (!data.ok()) return SendRpcError(res, data.status());
     // An empty write would close stdin in the node's protocol; envd treats it as a no-op.
     if (!data->empty()) {
@@ -240,7 +280,15 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
     if (st.code() == StatusCode::kConflict) return SendRpcError(res, "not_found", st.message());
     return st.ok() ? SendUnary(res, json::object()) : SendRpcError(res, st);
   }
-  if (method == "Update") return SendRpcError(res, "unimplemented", "PTY sessions are not supported by SPACE yet");
+  if (method == "Update") {
+    // UpdateRequest {process, pty: {size}}: only a pty's size can change.
+    if (!msg->contains("pty") || (*msg)["pty"].is_null()) return SendUnary(res, json::object());
+    auto size = PtySize(*msg);
+    if (!size.ok()) return SendRpcError(res, size.status());
+    Status st = node_->ResizeProcess(t.team, t.id, (*proc)->id(), size->first, size->second);
+    if (st.code() == StatusCode::kConflict) return SendRpcError(res, "not_found", st.message());
+    return st.ok() ? SendUnary(res, json::object()) : SendRpcError(res, st);
+  }
   SendRpcError(res, "unimplemented", "process." + method.substr(0, 64) + " is not implemented");
 }
 

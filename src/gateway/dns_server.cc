@@ -1,8 +1,11 @@
 // The gateway's DNS resolver for sandboxes: a name no profile of the asking sandbox allows is
 // answered NXDOMAIN (and audited); an allowed one is forwarded upstream and the answer relayed.
 #include <poll.h>
+#include <system_error>
 #include <sys/socket.h>
 
+#include "common/clock.h"
+#include "common/log.h"
 #include "credentials/host_pattern.h"
 #include "gateway/dns_message.h"
 #include "gateway/gateway_impl.h"
@@ -42,6 +45,11 @@ void Gateway::Impl::DnsLoop() {
     auto reply = [this, peer](const std::string& msg) {
       ::sendto(dns_fd.get(), msg.data(), msg.size(), MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&peer), sizeof peer);
     };
+    // A flood is refused and not audited: the audit log is not a sandbox's to fill.
+    if (!sandbox_rate.Allow(c.sandbox->sandbox_id, WallNowMs(), kSandboxEventsPerMin)) {
+      reply(DnsErrorResponse(query, *q, 5));
+      continue;
+    }
     if (!NameAllowed(*c.sandbox, q->name)) {
       reply(DnsErrorResponse(query, *q, 3));
       AuditEgress(c, "deny", {{"proto", "dns"}, {"host", q->name}, {"qtype", q->qtype}, {"reason", "no egress profile allows this name"}});
@@ -52,16 +60,24 @@ void Gateway::Impl::DnsLoop() {
       reply(DnsErrorResponse(query, *q, 2));  // SERVFAIL: busy
       continue;
     }
-    std::thread([self = shared_from_this(), c, query = std::move(query), q = *q, reply] {
+    auto work = [self = shared_from_this(), c, query, q = *q, reply] {
       auto answer = self->resolver->Forward(query);
       if (answer.ok() && answer->size() >= 2 && answer->compare(0, 2, query, 0, 2) == 0) {
         reply(*answer);
         self->AuditEgress(c, "allow", {{"proto", "dns"}, {"host", q.name}, {"qtype", q.qtype}});
       } else {
         reply(DnsErrorResponse(query, q, 2));
+        LogWarn("gateway", "dns " + q.name + ": upstream " +
+                               (answer.ok() ? std::string("answered with another id") : answer.status().ToString()));
       }
       inflight.fetch_sub(1);
-    }).detach();
+    };
+    try {
+      std::thread(std::move(work)).detach();
+    } catch (const std::system_error&) {
+      inflight.fetch_sub(1);
+      reply(DnsErrorResponse(query, *q, 2));  // no thread to be had: SERVFAIL, and go on
+    }
   }
 }
 

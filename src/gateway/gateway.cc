@@ -3,11 +3,13 @@
 #include <arpa/inet.h>
 #include <linux/netfilter_ipv4.h>
 #include <poll.h>
+#include <system_error>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "credentials/host_pattern.h"
 #include "gateway/address_policy.h"
@@ -17,7 +19,7 @@
 namespace space::gateway {
 namespace {
 
-Result<UniqueFd> BindGateway(int type, uint16_t* port) {
+Result<UniqueFd> BindGateway(int type, uint16_t want, uint16_t* port) {
   int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus("socket", "gateway", errno);
   UniqueFd owned(fd);
@@ -28,7 +30,13 @@ Result<UniqueFd> BindGateway(int type, uint16_t* port) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   ASSIGN_OR_RETURN(sa.sin_addr, network::ParseIpv4(network::kGatewayAddress));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return ErrnoStatus("bind", "gateway", errno);
+  sa.sin_port = htons(want);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    if (want == 0 || errno != EADDRINUSE) return ErrnoStatus("bind", "gateway", errno);
+    LogWarn("gateway", "port " + std::to_string(want) + " is taken; using an ephemeral one");
+    sa.sin_port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return ErrnoStatus("bind", "gateway", errno);
+  }
   if (type == SOCK_STREAM && ::listen(fd, 512) != 0) return ErrnoStatus("listen", "gateway", errno);
   socklen_t len = sizeof sa;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
@@ -49,7 +57,24 @@ std::shared_ptr<const SandboxEgress> Gateway::Impl::Lookup(in_addr a) {
 }
 
 void Gateway::Impl::AuditEgress(const Conn& c, const std::string& action, nlohmann::json detail) {
-  if (hooks.audit) hooks.audit(*c.sandbox, "egress", action, std::move(detail));
+  Audit(*c.sandbox, "egress", action, std::move(detail));
+}
+
+void Gateway::Impl::Audit(const SandboxEgress& s, const std::string& kind, const std::string& action,
+                          nlohmann::json detail) {
+  std::shared_lock<std::shared_mutex> lock(hooks_mu);
+  if (hooks_live && hooks.audit) hooks.audit(s, kind, action, std::move(detail));
+}
+
+Result<std::string> Gateway::Impl::Secret(const std::string& team, const std::string& name) {
+  std::shared_lock<std::shared_mutex> lock(hooks_mu);
+  if (!hooks_live || !hooks.secret) return Unavailable("the gateway is stopping");
+  return hooks.secret(team, name);
+}
+
+void Gateway::Impl::DetachHooks() {
+  std::unique_lock<std::shared_mutex> lock(hooks_mu);
+  hooks_live = false;
 }
 
 std::vector<const SandboxEgress::Credential*> Gateway::Impl::BoundCredentials(const Conn& c, const std::string& host) {
@@ -63,6 +88,12 @@ std::vector<const SandboxEgress::Credential*> Gateway::Impl::BoundCredentials(co
     }
   }
   return out;
+}
+
+void Gateway::Impl::ReleaseConnection(const std::string& sandbox_id) {
+  connections.fetch_sub(1);
+  std::lock_guard<std::mutex> lock(conn_mu);
+  if (--conns_per_sandbox[sandbox_id] == 0) conns_per_sandbox.erase(sandbox_id);
 }
 
 Result<in_addr> Gateway::Impl::Decide(const Conn& c, const std::string& host, uint16_t port) {
@@ -107,17 +138,35 @@ void Gateway::Impl::AcceptLoop(int listen_fd, void (*handler)(Impl&, Conn, Uniqu
       c.original_dst = orig.sin_addr;
       c.original_port = ntohs(orig.sin_port);
     }
+    const std::string sid = c.sandbox->sandbox_id;
+    if (!sandbox_rate.Allow(sid, WallNowMs(), kSandboxEventsPerMin)) continue;  // closed, unaudited: a flood
+    {
+      std::lock_guard<std::mutex> lock(conn_mu);
+      if (conns_per_sandbox[sid] >= kMaxConnectionsPerSandbox) {
+        AuditEgress(c, "deny", {{"reason", "more than " + std::to_string(kMaxConnectionsPerSandbox) +
+                                               " open connections from this sandbox"}});
+        continue;
+      }
+      ++conns_per_sandbox[sid];
+    }
     if (connections.fetch_add(1) >= config.max_connections) {
-      connections.fetch_sub(1);
+      ReleaseConnection(sid);
       AuditEgress(c, "deny", {{"reason", "gateway connection limit reached"}});
       continue;
     }
     timeval tv{kHeadTimeoutMs / 1000, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    std::thread([self = shared_from_this(), handler, c = std::move(c), fd = std::move(owned)]() mutable {
-      handler(*self, std::move(c), std::move(fd));
-      self->connections.fetch_sub(1);
-    }).detach();
+    try {
+      std::thread([self = shared_from_this(), handler, c = std::move(c), fd = std::move(owned)]() mutable {
+        const std::string sid = c.sandbox->sandbox_id;
+        handler(*self, std::move(c), std::move(fd));
+        self->ReleaseConnection(sid);
+      }).detach();
+    } catch (const std::system_error&) {
+      // No thread to be had (the host is out of them): this connection is refused, the
+      // gateway goes on.
+      ReleaseConnection(sid);
+    }
   }
 }
 
@@ -136,11 +185,12 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayConfig& config, Gat
       SSL_CTX_load_verify_locations(impl->upstream_ctx, config.upstream_ca_file.c_str(), nullptr) != 1) {
     return InvalidArgument("upstream CA file " + config.upstream_ca_file + ": " + OpenSslError());
   }
-  ASSIGN_OR_RETURN(impl->dns_fd, BindGateway(SOCK_DGRAM, &impl->ports.dns));
-  ASSIGN_OR_RETURN(impl->http_fd, BindGateway(SOCK_STREAM, &impl->ports.http));
-  ASSIGN_OR_RETURN(impl->tls_fd, BindGateway(SOCK_STREAM, &impl->ports.tls));
-  ASSIGN_OR_RETURN(impl->proxy_fd, BindGateway(SOCK_STREAM, &impl->ports.proxy));
-  ASSIGN_OR_RETURN(impl->tcp_fd, BindGateway(SOCK_STREAM, &impl->ports.tcp));
+  auto want = [&](uint16_t k) { return config.base_port ? static_cast<uint16_t>(config.base_port + k) : uint16_t{0}; };
+  ASSIGN_OR_RETURN(impl->dns_fd, BindGateway(SOCK_DGRAM, want(0), &impl->ports.dns));
+  ASSIGN_OR_RETURN(impl->http_fd, BindGateway(SOCK_STREAM, want(1), &impl->ports.http));
+  ASSIGN_OR_RETURN(impl->tls_fd, BindGateway(SOCK_STREAM, want(2), &impl->ports.tls));
+  ASSIGN_OR_RETURN(impl->proxy_fd, BindGateway(SOCK_STREAM, want(3), &impl->ports.proxy));
+  ASSIGN_OR_RETURN(impl->tcp_fd, BindGateway(SOCK_STREAM, want(4), &impl->ports.tcp));
   Impl* g = impl.get();
   g->threads.emplace_back([g] { g->DnsLoop(); });
   g->threads.emplace_back([g] { g->AcceptLoop(g->http_fd.get(), HandleHttp); });
@@ -159,6 +209,7 @@ void Gateway::Stop() {
   if (impl_->stopping.exchange(true)) return;
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  impl_->DetachHooks();
 }
 
 network::GatewayPorts Gateway::ports() const { return impl_->ports; }

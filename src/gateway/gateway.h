@@ -45,6 +45,10 @@ struct GatewayConfig {
   std::string ca_dir;                 // where the node's CA lives
   std::string upstream_dns;           // "ip:port"; default: the host's first nameserver
   std::string upstream_ca_file;       // extra trust for upstream TLS (tests); system store always
+  // Listeners take base_port .. base_port+4 when free (ephemeral ports otherwise). Fixed ports
+  // matter: conntrack keeps a flow's redirect target, so a restarted node must listen where
+  // its predecessor did, or a sandbox flow that outlived it would be redirected into nothing.
+  uint16_t base_port = 0;
   int max_connections = 1024;
   int idle_timeout_ms = 120000;
 };

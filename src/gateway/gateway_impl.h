@@ -24,6 +24,11 @@ namespace space::gateway {
 
 inline constexpr int kHeadTimeoutMs = 30000;
 inline constexpr int kConnectTimeoutMs = 10000;
+// Per sandbox, so one sandbox cannot take the gateway (or the audit log) from the others:
+// concurrent connections, and new connections plus DNS queries per minute (a token bucket:
+// bursts up to the limit, refilled over the minute).
+inline constexpr int kMaxConnectionsPerSandbox = 128;
+inline constexpr int kSandboxEventsPerMin = 6000;
 
 // One accepted connection from a sandbox: who it is and where it was going.
 struct Conn {
@@ -44,7 +49,13 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::vector<std::thread> threads;
   std::atomic<bool> stopping{false};
   std::atomic<int> connections{0};
-  credentials::RateLimiter rate;
+  credentials::RateLimiter rate;          // credential uses
+  credentials::RateLimiter sandbox_rate;  // connections and DNS queries per sandbox
+  std::mutex conn_mu;
+  std::map<std::string, int> conns_per_sandbox;  // GUARDED_BY(conn_mu)
+
+  std::shared_mutex hooks_mu;
+  bool hooks_live = true;  // GUARDED_BY(hooks_mu)
 
   std::shared_mutex mu;
   std::map<uint32_t, std::shared_ptr<const SandboxEgress>> by_address;  // GUARDED_BY(mu)
@@ -52,9 +63,16 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   ~Impl();
   std::shared_ptr<const SandboxEgress> Lookup(in_addr a);
   void AcceptLoop(int listen_fd, void (*handler)(Impl&, Conn, UniqueFd));
+  // Undoes the counting of one accepted connection of `sandbox_id`.
+  void ReleaseConnection(const std::string& sandbox_id);
   void DnsLoop();
 
   void AuditEgress(const Conn& c, const std::string& action, nlohmann::json detail);
+  // The hooks, until Stop(): connection threads may outlive the gateway's owner, and must
+  // then reach nothing of it.
+  void Audit(const SandboxEgress& s, const std::string& kind, const std::string& action, nlohmann::json detail);
+  Result<std::string> Secret(const std::string& team, const std::string& name);
+  void DetachHooks();
   // Whether the sandbox's profiles allow host:port, and the address to connect to: a name is
   // resolved here (never trusting the sandbox's own lookup) and refused when it resolves
   // into a forbidden range; an IP literal needs a CIDR rule. Denials are audited by caller.

@@ -15,13 +15,17 @@
 namespace space::gateway {
 namespace {
 
-// Reads until a whole request head is in `*buf`.
+// Reads until a whole request head is in `*buf`, within kHeadTimeoutMs overall (a client
+// trickling bytes does not get a fresh timeout per byte).
 Result<RequestHead> ReadHead(Stream& s, std::string* buf) {
   char chunk[8192];
+  const int64_t deadline = MonoNowNs() / 1000000 + kHeadTimeoutMs;
   for (;;) {
     auto head = ParseRequestHead(*buf);
     if (head.ok() || head.status().code() != StatusCode::kNotFound) return head;
-    ASSIGN_OR_RETURN(size_t n, s.Read(chunk, sizeof chunk, kHeadTimeoutMs));
+    int64_t left = deadline - MonoNowNs() / 1000000;
+    if (left <= 0) return DeadlineExceeded("request head not complete in time");
+    ASSIGN_OR_RETURN(size_t n, s.Read(chunk, sizeof chunk, static_cast<int>(left)));
     if (n == 0) return Unavailable("client closed before sending a request");
     buf->append(chunk, n);
   }
@@ -89,20 +93,20 @@ void ServeHttpRequest(Gateway::Impl& g, const Conn& c, Stream& client, std::stri
     nlohmann::json detail = {{"credential", cred->spec.name}, {"host", host}, {"port", port}};
     int64_t now = WallNowMs();
     if (cred->spec.expires_at_ms != 0 && now >= cred->spec.expires_at_ms) {
-      g.hooks.audit(*c.sandbox, "credential", "expired", detail);
+      g.Audit(*c.sandbox, "credential", "expired", detail);
       return refuse(403, "Forbidden", host, port, "credential " + cred->spec.name + " has expired");
     }
     if (!g.rate.Allow(c.sandbox->team + "/" + cred->spec.name, now, cred->spec.rate_limit_per_min)) {
-      g.hooks.audit(*c.sandbox, "credential", "rate_limited", detail);
+      g.Audit(*c.sandbox, "credential", "rate_limited", detail);
       return refuse(429, "Too Many Requests", host, port, "credential " + cred->spec.name + " is over its rate limit");
     }
-    auto secret = g.hooks.secret(c.sandbox->team, cred->spec.name);
+    auto secret = g.Secret(c.sandbox->team, cred->spec.name);
     if (!secret.ok()) {
-      g.hooks.audit(*c.sandbox, "credential", "unavailable", detail);
+      g.Audit(*c.sandbox, "credential", "unavailable", detail);
       return refuse(502, "Bad Gateway", host, port, "credential " + cred->spec.name + " is not available");
     }
     head.Set(cred->spec.header, Format(cred->spec.format, *secret));
-    g.hooks.audit(*c.sandbox, "credential", "use", detail);
+    g.Audit(*c.sandbox, "credential", "use", detail);
     used.push_back(cred->spec.name);
   }
 
@@ -130,19 +134,14 @@ void HandleHttp(Gateway::Impl& g, Conn c, UniqueFd fd) {
 void HandleProxy(Gateway::Impl& g, Conn c, UniqueFd fd) {
   auto client = std::make_unique<Stream>(std::move(fd));
   std::string buf;
-  char chunk[8192];
-  for (;;) {
-    auto head = ParseRequestHead(buf);
-    if (head.ok()) break;
-    if (head.status().code() != StatusCode::kNotFound) {
-      SendHttpError(*client, 400, "Bad Request", head.status().message());
-      return;
+  auto parsed = ReadHead(*client, &buf);
+  if (!parsed.ok()) {
+    if (parsed.status().code() == StatusCode::kInvalidArgument) {
+      SendHttpError(*client, 400, "Bad Request", parsed.status().message());
     }
-    auto n = client->Read(chunk, sizeof chunk, kHeadTimeoutMs);
-    if (!n.ok() || *n == 0) return;
-    buf.append(chunk, *n);
+    return;
   }
-  RequestHead head = *ParseRequestHead(buf);
+  RequestHead head = std::move(*parsed);
   if (head.method != "CONNECT") {
     ServeHttpRequest(g, c, *client, std::move(buf), "", 80, false);
     return;

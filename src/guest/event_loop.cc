@@ -101,6 +101,7 @@ Status GuestDaemon::Run() {
     }
     if (done_) break;
     PumpDownloads();
+    PumpWatches();
     ArmTimer();
   }
   return exit_status_;
@@ -155,6 +156,11 @@ void GuestDaemon::Dispatch(const Watch& w, uint32_t events) {
       if (it != processes_.end()) FlushStdin(it->second, w.stream);
       return;
     }
+    case Source::kInotify: {
+      auto it = dir_watches_.find(w.stream);
+      if (it != dir_watches_.end()) it->second.watch->ReadEvents();
+      return;
+    }
   }
 }
 
@@ -194,6 +200,12 @@ void GuestDaemon::HandleFrame(Frame& f) {
       return WriteStdin(f);
     case FrameType::kSignal:
       return SignalProcess(f);
+    case FrameType::kResize:
+      return ResizeTty(f);
+    case FrameType::kWatchStart:
+      return StartWatch(f);
+    case FrameType::kWatchStop:
+      return StopWatch(f.stream);
     case FrameType::kFileOp:
       return StartFileOp(f);
     case FrameType::kFileData:
@@ -278,7 +290,7 @@ bool GuestDaemon::CanOpenStream(uint32_t stream, std::string_view what) {
     LogWarn(kLog, "ignoring " + std::string(what) + " on stream 0");
     return false;
   }
-  if (processes_.count(stream) || uploads_.count(stream) || downloads_.count(stream)) {
+  if (processes_.count(stream) || uploads_.count(stream) || downloads_.count(stream) || dir_watches_.count(stream)) {
     LogWarn(kLog, "ignoring " + std::string(what) + " on busy " + StreamName(stream));
     return false;
   }
@@ -291,7 +303,6 @@ void GuestDaemon::StartExec(const Frame& f) {
   if (!CanOpenStream(f.stream, "exec")) return;
   Result<ExecRequest> req = ParseExecRequest(f.payload);
   if (!req.ok()) return SendError(f.stream, req.status());
-  if (req->tty) LogInfo(kLog, "tty requested; not supported yet, using pipes");
   Result<SpawnedProcess> sp = SpawnProcess(*req, ctx_);
   if (!sp.ok()) return SendError(f.stream, sp.status());
 
@@ -300,12 +311,13 @@ void GuestDaemon::StartExec(const Frame& f) {
   p.in.fd = std::move(sp->stdin_fd);
   p.out.fd = std::move(sp->stdout_fd);
   p.err.fd = std::move(sp->stderr_fd);
+  p.pty = std::move(sp->pty_fd);
   if (req->timeout_ms > 0) {
     p.deadline_ns = MonoNowNs() + static_cast<int64_t>(std::min(req->timeout_ms, kMaxTimeoutMs)) * 1'000'000;
   }
   if (!paused_) {
     p.out.token = AddWatch(p.out.fd.get(), EPOLLIN, Source::kStdout, f.stream);
-    p.err.token = AddWatch(p.err.fd.get(), EPOLLIN, Source::kStderr, f.stream);
+    if (p.err.fd) p.err.token = AddWatch(p.err.fd.get(), EPOLLIN, Source::kStderr, f.stream);
   }
   pid_streams_[p.pid] = f.stream;
   processes_.emplace(f.stream, std::move(p));
@@ -365,6 +377,20 @@ void GuestDaemon::SignalProcess(const Frame& f) {
   }
 }
 
+void GuestDaemon::ResizeTty(const Frame& f) {
+  auto it = processes_.find(f.stream);
+  if (it == processes_.end() || !it->second.pty) return;  // ended, or not a tty
+  // Like kSignal, errors are logged: the stream's last frame must stay kExit.
+  Result<TtySize> size = ParseTtySize(f.payload);
+  if (!size.ok()) {
+    LogWarn(kLog, StreamName(f.stream) + ": ignoring resize: " + size.status().message());
+    return;
+  }
+  if (Status st = SetTtySize(it->second.pty.get(), size->cols, size->rows); !st.ok()) {
+    LogWarn(kLog, StreamName(f.stream) + ": " + st.message());
+  }
+}
+
 void GuestDaemon::ReadOutput(uint32_t stream, Source source) {
   auto it = processes_.find(stream);
   if (it == processes_.end()) return;
@@ -378,6 +404,7 @@ void GuestDaemon::ReadOutput(uint32_t stream, Source source) {
     return;
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  // n == 0 for a pipe, EIO for a pty master whose slave side is all closed: the end.
   RemoveWatch(w);
   w.fd.reset();
   MaybeFinish(stream);
@@ -442,6 +469,7 @@ void GuestDaemon::FinishProcess(uint32_t stream) {
     w->fd.reset();
   }
   CloseStdin(p);
+  p.pty.reset();
   nlohmann::json exit = {{"exit_code", nullptr}, {"signal", nullptr}, {"timed_out", p.timed_out}};
   if (WIFEXITED(p.wait_status)) exit["exit_code"] = WEXITSTATUS(p.wait_status);
   if (WIFSIGNALED(p.wait_status)) exit["signal"] = WTERMSIG(p.wait_status);
@@ -563,6 +591,62 @@ void GuestDaemon::PumpDownloads() {
       Send(FrameType::kFileData, stream, {});
     } else {
       SendError(stream, err);
+    }
+  }
+}
+
+}  // namespace space::guest
+
+namespace space::guest {
+
+// ---- Directory watches ----
+
+void GuestDaemon::StartWatch(const Frame& f) {
+  if (!CanOpenStream(f.stream, "watch")) return;
+  Result<nlohmann::json> j = ParseJsonObject(f.payload, "watch request");
+  if (!j.ok()) return SendError(f.stream, j.status());
+  auto path = j->find("path");
+  auto recursive = j->find("recursive");
+  if (path == j->end() || !path->is_string() || !IsValidAbsolutePath(path->get_ref<const std::string&>())) {
+    return SendError(f.stream, InvalidArgument("watch request: path must be an absolute path"));
+  }
+  if (recursive != j->end() && !recursive->is_null() && !recursive->is_boolean()) {
+    return SendError(f.stream, InvalidArgument("watch request: recursive must be a boolean"));
+  }
+  if (dir_watches_.size() >= kMaxWatchStreams) {
+    return SendError(f.stream, ResourceExhausted("more than " + std::to_string(kMaxWatchStreams) +
+                                                 " directory watches in this sandbox"));
+  }
+  bool rec = recursive != j->end() && recursive->is_boolean() && recursive->get<bool>();
+  Result<std::unique_ptr<DirWatch>> w = DirWatch::Create(path->get<std::string>(), rec, &watch_budget_);
+  if (!w.ok()) return SendError(f.stream, w.status());
+  DirStream ds;
+  ds.token = AddWatch((*w)->fd(), EPOLLIN, Source::kInotify, f.stream);
+  if (ds.token == 0) return SendError(f.stream, Internal("watch: cannot register the inotify fd"));
+  ds.watch = std::move(*w);
+  dir_watches_.emplace(f.stream, std::move(ds));
+  Send(FrameType::kWatchStarted, f.stream, "{}");
+}
+
+void GuestDaemon::StopWatch(uint32_t stream) {
+  auto it = dir_watches_.find(stream);
+  if (it == dir_watches_.end()) return;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.watch->fd(), nullptr);
+  watches_.erase(it->second.token);
+  dir_watches_.erase(it);  // closing the inotify fd drops its kernel watches
+}
+
+void GuestDaemon::PumpWatches() {
+  // Events wait in each DirWatch's bounded queue while the node reads slowly.
+  for (auto it = dir_watches_.begin(); it != dir_watches_.end() && !paused_ && !done_;) {
+    uint32_t stream = it->first;
+    DirWatch& w = *it->second.watch;
+    while (w.has_pending() && !paused_ && !done_) Send(FrameType::kWatchEvents, stream, DumpJson(w.TakeBatch()));
+    ++it;
+    if (w.root_gone() && !w.has_pending() && !done_) {
+      std::string path = w.path();
+      StopWatch(stream);
+      SendError(stream, NotFound("watched directory " + path + " was removed or moved"));
     }
   }
 }

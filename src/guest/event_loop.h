@@ -1,6 +1,7 @@
 // GuestDaemon: spaced's single-threaded epoll loop serving the node over the channel.
 //
-// Owns the channel, every process it started (with their pipes), and every file stream.
+// Owns the channel, every process it started (with their pipes or pty), every file stream
+// and every directory watch (inotify).
 // Watches the channel, child output pipes, child stdin pipes with pending input, a
 // signalfd for SIGCHLD and a timerfd for exec deadlines and exit grace periods. As PID 1
 // it reaps every zombie in the sandbox, ours or orphaned. Output to the node goes through
@@ -19,6 +20,7 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "guest/dir_watch.h"
 #include "guest/exec.h"
 #include "guest/files.h"
 #include "guest/protocol.h"
@@ -39,7 +41,7 @@ class GuestDaemon {
   Status Run();
 
  private:
-  enum class Source : uint8_t { kChannel, kSignal, kTimer, kStdout, kStderr, kStdin };
+  enum class Source : uint8_t { kChannel, kSignal, kTimer, kStdout, kStderr, kStdin, kInotify };
   struct Watch {
     Source source;
     uint32_t stream;
@@ -52,6 +54,7 @@ class GuestDaemon {
   struct Process {
     pid_t pid = -1;
     WatchedFd in, out, err;
+    UniqueFd pty;  // tty processes: the master, for resizing
     std::string stdin_pending;
     bool close_stdin_when_flushed = false;
     bool exited = false;
@@ -59,6 +62,10 @@ class GuestDaemon {
     bool timed_out = false;
     int64_t deadline_ns = 0;   // 0: none
     int64_t grace_end_ns = 0;  // set at exit: stop waiting for pipes held by grandchildren
+  };
+  struct DirStream {
+    std::unique_ptr<DirWatch> watch;
+    uint64_t token = 0;
   };
   struct Download {
     UniqueFd fd;
@@ -88,6 +95,7 @@ class GuestDaemon {
   void StartExec(const Frame& f);
   void WriteStdin(const Frame& f);
   void SignalProcess(const Frame& f);
+  void ResizeTty(const Frame& f);
   void FlushStdin(Process& p, uint32_t stream);
   void CloseStdin(Process& p);
   void ReadOutput(uint32_t stream, Source source);
@@ -101,6 +109,11 @@ class GuestDaemon {
   void StartFileOp(const Frame& f);
   void ReceiveUploadChunk(const Frame& f);
   void PumpDownloads();
+
+  // Directory watches.
+  void StartWatch(const Frame& f);
+  void StopWatch(uint32_t stream);
+  void PumpWatches();
 
   UniqueFd channel_;
   ExecContext ctx_;
@@ -124,6 +137,8 @@ class GuestDaemon {
   std::unordered_map<pid_t, uint32_t> pid_streams_;
   std::map<uint32_t, std::unique_ptr<FileWriter>> uploads_;
   std::map<uint32_t, Download> downloads_;
+  std::map<uint32_t, DirStream> dir_watches_;
+  WatchBudget watch_budget_{0, kMaxWatchesPerSandbox};
 
   bool done_ = false;
   Status exit_status_;

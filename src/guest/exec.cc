@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <stdlib.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +40,7 @@ struct ChildPlan {
   gid_t gid = 0;
   int last_cap = -1;  // -1: unknown, drop until EINVAL
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1, report_fd = -1;
+  bool tty = false;  // stdin_fd is the pty slave: make it the controlling terminal
 };
 
 [[noreturn]] void FailChild(int report_fd, const char* step, int err) {
@@ -61,6 +64,9 @@ struct ChildPlan {
 
   // Own session and process group, so kSignal and the timeout reach the whole job.
   if (::setsid() < 0) FailChild(p.report_fd, "setsid", errno);
+  // A session leader without a terminal acquires the slave as its controlling terminal
+  // (what login and sshd do), so job control, /dev/tty and SIGWINCH work.
+  if (p.tty && ::ioctl(p.stdin_fd, TIOCSCTTY, 0) != 0) FailChild(p.report_fd, "tiocsctty", errno);
   // spaced keeps fds 0-2 open, so the pipe ends are >= 3 and dup2 cannot clobber them.
   if (::dup2(p.stdin_fd, 0) < 0) FailChild(p.report_fd, "dup2", errno);
   if (::dup2(p.stdout_fd, 1) < 0) FailChild(p.report_fd, "dup2", errno);
@@ -139,6 +145,40 @@ Result<Pipe> MakePipe() {
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
+struct Pty {
+  UniqueFd master;  // non-blocking, CLOEXEC
+  UniqueFd slave;   // CLOEXEC; dup2 in the child makes 0-2 inheritable
+};
+
+// A new pty pair of `cols` x `rows` whose slave belongs to `uid` (as login(1) does), so the
+// process can reopen its terminal after dropping privileges.
+Result<Pty> OpenPty(uint16_t cols, uint16_t rows, uid_t uid, gid_t gid) {
+  Pty pty;
+  pty.master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
+  if (!pty.master) return ErrnoStatus("posix_openpt", "/dev/ptmx", errno);
+  if (::grantpt(pty.master.get()) != 0) return ErrnoStatus("grantpt", "/dev/ptmx", errno);
+  if (::unlockpt(pty.master.get()) != 0) return ErrnoStatus("unlockpt", "/dev/ptmx", errno);
+  // TIOCGPTPEER opens the slave through the master, without a path lookup in /dev/pts
+  // (Linux 4.13); the path is the fallback.
+  int slave = ::ioctl(pty.master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (slave < 0) {
+    char name[64];
+    if (::ptsname_r(pty.master.get(), name, sizeof name) != 0) return ErrnoStatus("ptsname_r", "/dev/ptmx", errno);
+    slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave < 0) return ErrnoStatus("open", name, errno);
+  }
+  pty.slave.reset(slave);
+  if (uid != 0 && ::fchown(pty.slave.get(), uid, gid) != 0) return ErrnoStatus("fchown", "pty slave", errno);
+  RETURN_IF_ERROR(SetTtySize(pty.master.get(), cols, rows));
+  return pty;
+}
+
+Result<UniqueFd> DupCloexec(int fd) {
+  UniqueFd out(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+  if (!out) return ErrnoStatus("fcntl", "F_DUPFD_CLOEXEC", errno);
+  return out;
+}
+
 Status ReportToStatus(const ChildReport& r, const ExecRequest& req, const std::string& cwd) {
   std::string step(r.step, strnlen(r.step, sizeof r.step));
   if (step == "exec") return ErrnoStatus("exec", req.cmd[0], r.err);
@@ -150,6 +190,14 @@ Status ReportToStatus(const ChildReport& r, const ExecRequest& req, const std::s
 }
 
 }  // namespace
+
+Status SetTtySize(int pty_fd, uint16_t cols, uint16_t rows) {
+  winsize ws{};
+  ws.ws_col = cols;
+  ws.ws_row = rows;
+  if (::ioctl(pty_fd, TIOCSWINSZ, &ws) != 0) return ErrnoStatus("ioctl", "TIOCSWINSZ", errno);
+  return Status::Ok();
+}
 
 std::vector<std::string> BuildEnvironment(const std::vector<std::string>& inherited, const UserEntry& user,
                                           const std::vector<std::pair<std::string, std::string>>& overrides) {
@@ -189,6 +237,48 @@ std::vector<std::string> ExecCandidates(const std::string& cmd, std::string_view
   return out;
 }
 
+namespace {
+
+// Forks and runs `plan` in the child; returns its pid once it has exec'd. `report` is the
+// pipe whose write end plan.report_fd is.
+Result<pid_t> ForkChild(const ChildPlan& plan, Pipe report, const ExecRequest& req, const std::string& cwd) {
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", req.cmd[0], errno);
+  if (pid == 0) RunChild(plan);
+  report.write.reset();
+  ChildReport r{};
+  ssize_t n = RetryEintr([&] { return ::read(report.read.get(), &r, sizeof r); });
+  if (n != 0) {
+    // The child failed before execve (or the report is garbled); it has _exit'ed or is
+    // about to, so reap it here rather than leave a stray exit for the event loop.
+    RetryEintr([&] { return ::waitpid(pid, nullptr, 0); });
+    if (n == static_cast<ssize_t>(sizeof r)) return ReportToStatus(r, req, cwd);
+    return Internal("exec " + req.cmd[0] + ": child setup failed without a report");
+  }
+  return pid;
+}
+
+Result<SpawnedProcess> SpawnOnPty(const ExecRequest& req, const UserEntry& user, ChildPlan plan,
+                                  const std::string& cwd) {
+  ASSIGN_OR_RETURN(Pty pty, OpenPty(req.cols, req.rows, user.uid, user.gid));
+  ASSIGN_OR_RETURN(Pipe report, MakePipe());
+  plan.tty = true;
+  plan.stdin_fd = plan.stdout_fd = plan.stderr_fd = pty.slave.get();
+  plan.report_fd = report.write.get();
+  plan.cwd = cwd.c_str();
+  ASSIGN_OR_RETURN(pid_t pid, ForkChild(plan, std::move(report), req, cwd));
+  // Only the child may hold the slave: the master reads EIO once the session is gone.
+  pty.slave.reset();
+  SpawnedProcess sp;
+  sp.pid = pid;
+  ASSIGN_OR_RETURN(sp.stdin_fd, DupCloexec(pty.master.get()));
+  ASSIGN_OR_RETURN(sp.pty_fd, DupCloexec(pty.master.get()));
+  sp.stdout_fd = std::move(pty.master);
+  return sp;
+}
+
+}  // namespace
+
 Result<SpawnedProcess> SpawnProcess(const ExecRequest& req, const ExecContext& ctx) {
   ASSIGN_OR_RETURN(UserEntry user, ResolveUser(req.user, ctx.passwd_path));
   ChildPlan plan;
@@ -217,6 +307,8 @@ Result<SpawnedProcess> SpawnProcess(const ExecRequest& req, const ExecContext& c
   for (const std::string& e : env) plan.envp.push_back(const_cast<char*>(e.c_str()));
   plan.envp.push_back(nullptr);
 
+  if (req.tty) return SpawnOnPty(req, user, std::move(plan), cwd);
+
   // Without "stdin": true the child gets a pipe whose write end is closed at once: it
   // reads EOF like /dev/null, and the sandbox need not have a /dev/null.
   ASSIGN_OR_RETURN(Pipe in, MakePipe());
@@ -233,24 +325,10 @@ Result<SpawnedProcess> SpawnProcess(const ExecRequest& req, const ExecContext& c
   RETURN_IF_ERROR(SetNonBlocking(out.read.get()));
   RETURN_IF_ERROR(SetNonBlocking(err.read.get()));
 
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", req.cmd[0], errno);
-  if (pid == 0) RunChild(plan);
-
+  ASSIGN_OR_RETURN(pid_t pid, ForkChild(plan, std::move(report), req, cwd));
   in.read.reset();
   out.write.reset();
   err.write.reset();
-  report.write.reset();
-
-  ChildReport r{};
-  ssize_t n = RetryEintr([&] { return ::read(report.read.get(), &r, sizeof r); });
-  if (n != 0) {
-    // The child failed before execve (or the report is garbled); it has _exit'ed or is
-    // about to, so reap it here rather than leave a stray exit for the event loop.
-    RetryEintr([&] { return ::waitpid(pid, nullptr, 0); });
-    if (n == static_cast<ssize_t>(sizeof r)) return ReportToStatus(r, req, cwd);
-    return Internal("exec " + req.cmd[0] + ": child setup failed without a report");
-  }
 
   SpawnedProcess sp;
   sp.pid = pid;

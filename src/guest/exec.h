@@ -35,12 +35,22 @@ struct ExecContext {
 // A started process. The parent ends of its pipes are non-blocking and CLOEXEC; stdin_fd
 // is invalid when the request did not keep stdin. The process leads its own session and
 // process group (pgid == pid).
+//
+// With a tty, stdout_fd, stdin_fd and pty_fd are three descriptors of the pty master (each
+// registered or closed on its own by the event loop), stderr_fd is invalid, and the slave
+// is the child's controlling terminal and fds 0-2. Reading the master gives EIO, not EOF,
+// once every slave fd is closed.
 struct SpawnedProcess {
   pid_t pid = -1;
   UniqueFd stdin_fd;
   UniqueFd stdout_fd;
   UniqueFd stderr_fd;
+  UniqueFd pty_fd;  // tty only: for TIOCSWINSZ
 };
+
+// Sets a pty's window size (on the master or the slave); the kernel sends SIGWINCH to the
+// terminal's foreground process group.
+Status SetTtySize(int pty_fd, uint16_t cols, uint16_t rows);
 
 // Final environment, later sources winning: PATH/TERM/LANG defaults, then spaced's own
 // environment, then the user's identity (HOME, USER, LOGNAME, SHELL, which must describe

@@ -1,6 +1,7 @@
 #include "guest/exec_request.h"
 
 #include "guest/json_util.h"
+#include "guest/protocol.h"
 
 namespace space::guest {
 namespace {
@@ -16,7 +17,27 @@ const json* Member(const json& obj, const char* key) {
   return &*it;
 }
 
+// Member `key` as a pty dimension, 1..kMaxTtySize; `*out` keeps its value when absent.
+Status TtyDimension(const json& obj, const char* key, uint16_t* out) {
+  const json* v = Member(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_number_unsigned() || v->get<uint64_t>() < 1 || v->get<uint64_t>() > kMaxTtySize) {
+    return InvalidArgument(std::string("tty ") + key + " must be an integer in 1.." + std::to_string(kMaxTtySize));
+  }
+  *out = static_cast<uint16_t>(v->get<uint64_t>());
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<TtySize> ParseTtySize(std::string_view payload) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(payload, "resize request"));
+  TtySize size;
+  RETURN_IF_ERROR(TtyDimension(j, "cols", &size.cols));
+  RETURN_IF_ERROR(TtyDimension(j, "rows", &size.rows));
+  if (size.cols == 0 || size.rows == 0) return InvalidArgument("resize request: cols and rows are required");
+  return size;
+}
 
 bool IsValidEnvName(std::string_view name) {
   if (name.empty() || name.size() > 1024) return false;
@@ -98,6 +119,8 @@ Result<ExecRequest> ParseExecRequest(std::string_view payload) {
       *field = b->get<bool>();
     }
   }
+  RETURN_IF_ERROR(TtyDimension(j, "cols", &req.cols));
+  RETURN_IF_ERROR(TtyDimension(j, "rows", &req.rows));
   return req;
 }
 

@@ -26,13 +26,25 @@ struct ExecRequest {
   std::string user = "root";                                // name or decimal uid
   uint64_t timeout_ms = 0;                                  // 0: no deadline
   bool keep_stdin = false;                                  // false: stdin reads EOF at once
-  // Accepted but not implemented yet: the process gets pipes, never a pty.
+  // Run on a new pty (stdin, stdout and stderr all on it) as the controlling terminal.
   bool tty = false;
+  uint16_t cols = 80;  // the pty's initial size; only with tty
+  uint16_t rows = 24;
+};
+
+// A pty window size from a kResize payload.
+struct TtySize {
+  uint16_t cols = 0;
+  uint16_t rows = 0;
 };
 
 // Parses and strictly validates a kExecStart payload. Every failure is kInvalidArgument.
 // Unknown fields are ignored so that newer nodes can add optional ones; null means absent.
 Result<ExecRequest> ParseExecRequest(std::string_view payload);
+
+// Parses a kResize payload {"cols": n, "rows": n}, each 1..kMaxTtySize; kInvalidArgument
+// otherwise.
+Result<TtySize> ParseTtySize(std::string_view payload);
 
 // True for a POSIX-ish environment variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool IsValidEnvName(std::string_view name);

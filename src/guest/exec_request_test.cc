@@ -53,6 +53,13 @@ TEST(ParseExecRequestTest, Table) {
       {"user object", R"({"cmd":["ls"],"user":{}})", false},
       {"user negative", R"({"cmd":["ls"],"user":-1})", false},
       {"user empty", R"({"cmd":["ls"],"user":""})", false},
+      {"tty with size", R"({"cmd":["sh"],"tty":true,"cols":132,"rows":50})", true},
+      {"tty size at the cap", R"({"cmd":["sh"],"tty":true,"cols":4096,"rows":1})", true},
+      {"tty zero cols", R"({"cmd":["sh"],"tty":true,"cols":0})", false},
+      {"tty huge rows", R"({"cmd":["sh"],"tty":true,"rows":65536})", false},
+      {"tty negative cols", R"({"cmd":["sh"],"tty":true,"cols":-80})", false},
+      {"tty float rows", R"({"cmd":["sh"],"tty":true,"rows":24.5})", false},
+      {"tty string", R"({"cmd":["sh"],"tty":"yes"})", false},
       {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), false},
       {"deep nesting in field", "{\"cmd\":[\"ls\"],\"x\":" + std::string(5000, '[') + std::string(5000, ']') + "}",
        false},
@@ -132,6 +139,50 @@ TEST(ParseExecRequestTest, SurvivesMutatedInput) {
       }
     }
   }
+}
+
+TEST(ParseExecRequestTest, TtyDefaultsAndSize) {
+  auto plain = ParseExecRequest(R"({"cmd":["sh"]})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tty);
+  EXPECT_EQ(plain->cols, 80);
+  EXPECT_EQ(plain->rows, 24);
+  auto sized = ParseExecRequest(R"({"cmd":["sh"],"tty":true,"cols":132,"rows":50})");
+  ASSERT_TRUE(sized.ok());
+  EXPECT_TRUE(sized->tty);
+  EXPECT_EQ(sized->cols, 132);
+  EXPECT_EQ(sized->rows, 50);
+}
+
+TEST(ParseTtySizeTest, Table) {
+  struct Case {
+    const char* json;
+    bool ok;
+  };
+  const Case cases[] = {
+      {R"({"cols":100,"rows":30})", true},
+      {R"({"cols":1,"rows":4096})", true},
+      {R"({"cols":100})", false},
+      {R"({"rows":30})", false},
+      {R"({})", false},
+      {R"({"cols":0,"rows":30})", false},
+      {R"({"cols":4097,"rows":30})", false},
+      {R"({"cols":"100","rows":30})", false},
+      {R"({"cols":-1,"rows":30})", false},
+      {R"([100,30])", false},
+      {"", false},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseTtySize(c.json);
+    EXPECT_EQ(r.ok(), c.ok) << c.json;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.json;
+    }
+  }
+  auto r = ParseTtySize(R"({"cols":100,"rows":30})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cols, 100);
+  EXPECT_EQ(r->rows, 30);
 }
 
 }  // namespace

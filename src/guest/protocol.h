@@ -20,6 +20,12 @@
 //          guest kStdout/kStderr(raw)* ... guest kExit{json} (always last for the stream)
 //          node  kStdin(raw)* ; an empty kStdin closes the process's stdin
 //          node  kSignal{"signal":n}
+//          node  kResize{"cols":n,"rows":n} (tty processes only; others ignore it)
+//          A tty process has one pty for stdin, stdout and stderr: its output arrives as
+//          kStdout only, and an empty kStdin ends the node's input without hanging up.
+//   watch: node kWatchStart{json} -> guest kWatchStarted{} | kError{json}
+//          guest kWatchEvents{json}* ... until node kWatchStop (no answer: the guest drops
+//          the watch) or guest kError (the watched directory went away, or a failure)
 //   file:  node kFileOp{json}; for "write" the node then sends kFileData(raw)* and an empty
 //          kFileData to end. Guest answers kFileResult{json} | kError{json}; for "read"
 //          kFileResult{"size":n,...} is followed by kFileData(raw)* and an empty kFileData.
@@ -44,6 +50,14 @@ inline constexpr uint32_t kMaxPayload = 1u << 20;
 inline constexpr size_t kChunkSize = 64 * 1024;
 // The channel is fd 3 in the guest (set up by the runtime before exec).
 inline constexpr int kChannelFd = 3;
+// Largest pty dimension accepted (struct winsize holds u16; nothing real is this big).
+inline constexpr uint32_t kMaxTtySize = 4096;
+// Bounds on directory watches, per sandbox (the guest enforces them).
+inline constexpr size_t kMaxWatchStreams = 32;
+inline constexpr size_t kMaxWatchesPerSandbox = 8192;
+// Events per kWatchEvents frame, and events a stream may queue while the node is slow.
+inline constexpr size_t kMaxWatchBatch = 128;
+inline constexpr size_t kMaxWatchQueue = 4096;
 
 enum class FrameType : uint8_t {
   kHello = 1,        // guest -> node, stream 0, {"version":1}
@@ -56,10 +70,15 @@ enum class FrameType : uint8_t {
   kStderr = 14,      // guest -> node, raw bytes
   kSignal = 15,      // node -> guest, {"signal": n}
   kExit = 16,        // guest -> node, {"exit_code": n|null, "signal": n|null, "timed_out": bool}
+  kResize = 17,      // node -> guest, {"cols": n, "rows": n}: the tty's new window size
   kFileOp = 20,      // node -> guest, FileOp JSON (see below)
   kFileData = 21,    // both ways, raw bytes; empty ends the body
   kFileResult = 22,  // guest -> node, JSON result of a file op
   kError = 30,       // guest -> node, {"code": "<api word>", "message": "..."}; ends the stream
+  kWatchStart = 40,  // node -> guest, WatchRequest JSON (see below)
+  kWatchStarted = 41,  // guest -> node, {}: the watch is in place; later changes are seen
+  kWatchEvents = 42,   // guest -> node, WatchEvents JSON (see below)
+  kWatchStop = 43,     // node -> guest, empty: drop the watch; nothing more is sent for it
 };
 
 // kExecStart JSON:
@@ -68,7 +87,19 @@ enum class FrameType : uint8_t {
 //    "cwd": "/path" | absent,          default: the user's home
 //    "user": "root" | "user" | "1000", default root; resolved in the sandbox's /etc/passwd
 //    "timeout_ms": n,                  0 = none; the guest kills the process group
-//    "stdin": bool}                    true: keep stdin open for kStdin frames; false: /dev/null
+//    "stdin": bool,                    true: keep stdin open for kStdin frames; false: /dev/null
+//    "tty": bool,                      true: run on a new pty as its controlling terminal
+//    "cols": n, "rows": n}             the pty's initial size, 1..kMaxTtySize; default 80x24
+//
+// kResize JSON: {"cols": n, "rows": n}, each 1..kMaxTtySize.
+//
+// kWatchStart JSON: {"path": "/abs dir", "recursive": bool}. Recursive watches follow
+//   directories created later; at most kMaxWatchesPerSandbox directories are watched over
+//   all streams and kMaxWatchStreams streams at once (more is kResourceExhausted).
+// kWatchEvents JSON: {"events": [{"name": "path relative to the watched dir",
+//   "type": "create|write|remove|rename|chmod"}...] (at most kMaxWatchBatch),
+//   "overflow": bool}  true: events were lost (kernel queue overflow, the guest's
+//   per-stream queue cap, or a new directory past the watch cap); rescan if it matters.
 //
 // kFileOp JSON: {"op": "read|write|list|stat|mkdir|move|delete", "path": "/abs",
 //   "to": "/abs" (move), "mode": n (write, mkdir), "recursive": bool (delete),

@@ -8,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <vector>
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -139,6 +142,21 @@ class SpacedProcess {
 
   int channel() const { return channel_.get(); }
   void CloseChannel() { channel_.reset(); }
+  // Frames already read for `stream` but not taken yet.
+  size_t Pending(uint32_t stream) { return pending_[stream].size(); }
+
+  // Reads kWatchEvents on `stream` until `done` holds for the events so far (or a
+  // non-event frame arrives, which is returned).
+  Frame CollectWatch(uint32_t stream, std::vector<std::pair<std::string, std::string>>* events,
+                     const std::function<bool()>& done) {
+    while (!done()) {
+      Frame f = Next(stream);
+      if (f.type != FrameType::kWatchEvents) return f;
+      json batch = json::parse(f.payload);
+      for (const auto& e : batch["events"]) events->emplace_back(e["name"], e["type"]);
+    }
+    return Frame{FrameType::kWatchEvents, stream, ""};
+  }
 
  private:
   UniqueFd channel_;
@@ -398,6 +416,135 @@ TEST_F(SpacedTest, FileOpsTable) {
   EXPECT_EQ(del.type, FrameType::kFileResult) << del.payload;
   struct stat st;
   EXPECT_NE(::lstat((dir_ + "/a").c_str(), &st), 0);
+}
+
+bool PtyAvailable() {
+  int fd = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+TEST_F(SpacedTest, TtyProcessHasAControllingTerminalAndResizes) {
+  if (!PtyAvailable()) GTEST_SKIP() << "no /dev/ptmx here";
+  const char* script =
+      "tty; stty size; test -t 0 && test -t 1 && test -t 2 && echo isatty; echo ctty > /dev/tty;"
+      "read x; stty size; echo \"got:$x\"";
+  spaced_.Send(FrameType::kExecStart, 1,
+               json{{"cmd", {"sh", "-c", script}}, {"tty", true}, {"cols", 100}, {"rows", 30}}.dump());
+  ASSERT_EQ(spaced_.Next(1).type, FrameType::kExecStarted);
+  ExecOutcome r;
+  bool resized = false;
+  for (;;) {
+    Frame f = spaced_.Next(1);
+    if (f.type == FrameType::kExit) {
+      r.exit = json::parse(f.payload);
+      break;
+    }
+    ASSERT_TRUE(f.type == FrameType::kStdout || f.type == FrameType::kStderr) << static_cast<int>(f.type);
+    (f.type == FrameType::kStdout ? r.out : r.err) += f.payload;
+    // Resize only once the first size is printed, then let the script go on.
+    if (!resized && r.out.find("ctty\r\n") != std::string::npos) {
+      resized = true;
+      spaced_.Send(FrameType::kResize, 1, R"({"cols":0,"rows":5})");  // invalid: ignored
+      spaced_.Send(FrameType::kResize, 1, "not json");                // ignored
+      spaced_.Send(FrameType::kResize, 1, R"({"cols":120,"rows":40})");
+      spaced_.Send(FrameType::kStdin, 1, "hello\n");
+    }
+  }
+  EXPECT_EQ(r.error_message, "");
+  EXPECT_EQ(r.exit["exit_code"], 0) << r.out;
+  EXPECT_EQ(r.err, "");  // stderr is the terminal too
+  // The line discipline turns \n into \r\n and echoes the input.
+  EXPECT_NE(r.out.find("/dev/pts/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("30 100\r\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("isatty\r\nctty\r\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hello\r\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("40 120\r\ngot:hello\r\n"), std::string::npos) << r.out;
+}
+
+TEST_F(SpacedTest, TtyOutputIsCompleteAtExit) {
+  if (!PtyAvailable()) GTEST_SKIP() << "no /dev/ptmx here";
+  // The master reads EIO once the child is gone; nothing written before must be lost.
+  auto r = spaced_.Exec(1, {{"cmd", {"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo line$i; i=$((i+1)); done"}},
+                            {"tty", true}});
+  EXPECT_EQ(r.exit["exit_code"], 0);
+  EXPECT_NE(r.out.find("line0\r\n"), std::string::npos);
+  EXPECT_NE(r.out.find("line2999\r\n"), std::string::npos);
+  // A resize for a pipe process is ignored, not an error.
+  auto p = spaced_.Exec(2, {{"cmd", {"sh", "-c", "read x; echo $x"}}, {"stdin", true}}, [&](int) {
+    spaced_.Send(FrameType::kResize, 2, R"({"cols":10,"rows":10})");
+    spaced_.Send(FrameType::kStdin, 2, "ok\n");
+  });
+  EXPECT_EQ(p.out, "ok\n");
+}
+
+TEST_F(SpacedTest, WatchStreamsChangesUntilStopped) {
+  ASSERT_EQ(::mkdir((dir_ + "/sub").c_str(), 0755), 0);
+  spaced_.Send(FrameType::kWatchStart, 1, json{{"path", dir_}, {"recursive", true}}.dump());
+  ASSERT_EQ(spaced_.Next(1).type, FrameType::kWatchStarted);
+  // Created and removed right away: both are seen (no polling interval to fall between).
+  int fd = ::open((dir_ + "/sub/f.txt").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ASSERT_EQ(::unlink((dir_ + "/sub/f.txt").c_str()), 0);
+  std::vector<std::pair<std::string, std::string>> ev;
+  auto has = [&](const std::string& name, const std::string& type) {
+    return std::find(ev.begin(), ev.end(), std::pair{name, type}) != ev.end();
+  };
+  Frame other = spaced_.CollectWatch(1, &ev, [&] { return has("sub/f.txt", "remove"); });
+  EXPECT_EQ(other.type, FrameType::kWatchEvents) << other.payload;
+  EXPECT_TRUE(has("sub/f.txt", "create"));
+
+  spaced_.Send(FrameType::kWatchStop, 1, "");
+  ASSERT_EQ(::mkdir((dir_ + "/after").c_str(), 0755), 0);
+  spaced_.Send(FrameType::kPing, 0, "p");
+  EXPECT_EQ(spaced_.Next(0).type, FrameType::kPong);
+  EXPECT_EQ(spaced_.Pending(1), 0u);
+  // The stream id is free again.
+  spaced_.Send(FrameType::kWatchStart, 1, json{{"path", dir_}}.dump());
+  EXPECT_EQ(spaced_.Next(1).type, FrameType::kWatchStarted);
+}
+
+TEST_F(SpacedTest, WatchErrorsAndLimits) {
+  struct Case {
+    std::string request;
+    std::string code;
+  };
+  const Case cases[] = {
+      {json{{"path", dir_ + "/missing"}}.dump(), "not_found"},
+      {json{{"path", "relative"}}.dump(), "invalid_argument"},
+      {json{{"path", dir_}, {"recursive", "yes"}}.dump(), "invalid_argument"},
+      {"[]", "invalid_argument"},
+  };
+  uint32_t stream = 1;
+  for (const Case& c : cases) {
+    spaced_.Send(FrameType::kWatchStart, stream, c.request);
+    Frame f = spaced_.Next(stream++);
+    ASSERT_EQ(f.type, FrameType::kError) << c.request;
+    EXPECT_EQ(json::parse(f.payload)["code"], c.code) << c.request;
+  }
+  // At most kMaxWatchStreams at once.
+  for (size_t i = 0; i < kMaxWatchStreams; ++i) {
+    spaced_.Send(FrameType::kWatchStart, 100 + i, json{{"path", dir_}}.dump());
+    ASSERT_EQ(spaced_.Next(100 + i).type, FrameType::kWatchStarted) << i;
+  }
+  spaced_.Send(FrameType::kWatchStart, 99, json{{"path", dir_}}.dump());
+  Frame full = spaced_.Next(99);
+  ASSERT_EQ(full.type, FrameType::kError);
+  EXPECT_EQ(json::parse(full.payload)["code"], "resource_exhausted");
+}
+
+TEST_F(SpacedTest, WatchEndsWhenItsDirectoryGoes) {
+  std::string root = dir_ + "/watched";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  spaced_.Send(FrameType::kWatchStart, 1, json{{"path", root}}.dump());
+  ASSERT_EQ(spaced_.Next(1).type, FrameType::kWatchStarted);
+  ASSERT_EQ(::rmdir(root.c_str()), 0);
+  std::vector<std::pair<std::string, std::string>> ev;
+  Frame end = spaced_.CollectWatch(1, &ev, [] { return false; });
+  ASSERT_EQ(end.type, FrameType::kError);
+  EXPECT_EQ(json::parse(end.payload)["code"], "not_found");
 }
 
 TEST(SpacedLifecycleTest, ChannelEofKillsProcessesAndExits) {

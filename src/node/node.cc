@@ -1,6 +1,7 @@
 // Sandbox lifecycle: create, boot, destroy, timeouts and crash reconciliation.
 #include "node/node.h"
 
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -85,6 +86,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   if (config.egress) node->ReconcileEgress();
   RETURN_IF_ERROR(node->ReconcileSnapshots());
   node->timeout_thread_ = std::thread([n = node.get()] { n->TimeoutLoop(); });
+  node->StartWarmPools();
   LogInfo("node", "ready: pool " + node->pool_->kind() + ", cgroup " + node->runtime_->cgroup_version());
   return node;
 }
@@ -98,6 +100,8 @@ void Node::Stop() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  // Pooled sandboxes belong to nobody: they go entirely (runtime, root, uid slot).
+  StopWarmPools();
   if (timeout_thread_.joinable()) timeout_thread_.join();
   if (ops_) ops_->Stop();
   // Sandboxes keep running state in the store; closing their channels ends them, and the
@@ -137,6 +141,7 @@ void Node::Audit(const std::string& team, const std::string& sandbox, const std:
 Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(const CreateRequest& in) {
   CreateRequest req = in;
   std::string template_digest;
+  std::string current_digest;  // of an imported template, to spot pooled sandboxes made before a re-import
   if (!req.from_snapshot.empty()) {
     // A restore keeps the template lineage of the sandbox the snapshot was taken of.
     ASSIGN_OR_RETURN(store::SnapshotRecord snap, GetSnapshot(req.team, req.from_snapshot));
@@ -145,10 +150,34 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
     template_digest = origin.template_digest;
   } else if (!IsBuiltinTemplate(req.template_name)) {
     // Imported templates must exist now; built-ins are built on first use.
-    RETURN_IF_ERROR(pool_->GetTemplate(req.template_name).status());
+    ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, pool_->GetTemplate(req.template_name));
+    current_digest = tmpl.digest;
   }
+  // Checked before a pooled sandbox is taken, so a refused request costs the pool nothing.
+  std::string egress_json;
+  if (!req.inherited_egress_json.empty()) {
+    egress_json = req.inherited_egress_json;
+  } else {
+    ASSIGN_OR_RETURN(egress_json, SnapshotEgressProfiles(req.team, req.egress_profiles));
+  }
+  // A pooled sandbox brings its id (its hostname, root and cgroup were made for it): the id
+  // was random and unseen until now, so the sandbox is as new to the user as a cold one.
+  std::shared_ptr<WarmSandbox> warm = TakeWarm(req);
+  if (warm && !current_digest.empty() && warm->template_digest != current_digest) {
+    DestroyWarm(warm);
+    warm.reset();
+  }
+  // Refused before it was queued: the pooled sandbox goes (never back to the pool, since
+  // rows may already name its id).
+  struct DiscardUnlessSubmitted {
+    Node* node;
+    std::shared_ptr<WarmSandbox>* warm;
+    ~DiscardUnlessSubmitted() {
+      if (*warm) node->DestroyWarm(*warm);
+    }
+  } discard_warm{this, &warm};
   store::SandboxRecord rec;
-  rec.id = NewId("sbx");
+  rec.id = warm ? warm->live->id : NewId("sbx");
   rec.team = req.team;
   rec.state = "creating";
   rec.template_name = req.template_name;
@@ -161,7 +190,7 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.expires_at_ms = rec.created_at_ms + req.timeout_s * 1000;
   rec.on_timeout = req.on_timeout;
   rec.metadata_json = nlohmann::json(req.metadata).dump();
-  ASSIGN_OR_RETURN(rec.egress_json, SnapshotEgressProfiles(req.team, req.egress_profiles));
+  rec.egress_json = std::move(egress_json);
   std::map<std::string, std::string> env = req.env;
   RETURN_IF_ERROR(AttachCredentials(req, rec.id, &env));
   rec.env_json = nlohmann::json(env).dump();
@@ -170,12 +199,34 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.policy_json = req.snapshot_policy.dump();
   RETURN_IF_ERROR(store_->PutSandbox(rec));
   Audit(req.team, rec.id, "lifecycle", "create", {{"template", req.template_name}});
-  ASSIGN_OR_RETURN(store::OperationRecord op,
-                   ops_->Submit(req.team, "create", rec.id, [this, rec, req] { return RunCreate(rec, req); }));
-  return std::make_pair(rec, op);
+  {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    ++creates_in_flight_;  // the refill thread yields to it
+  }
+  last_activity_mono_ns_ = MonoNowNs();
+  auto op = ops_->Submit(req.team, "create", rec.id,
+                         [this, rec, req, warm] { return RunCreate(rec, req, warm); });
+  if (!op.ok()) {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    --creates_in_flight_;
+    return op.status();
+  }
+  warm.reset();  // RunCreate owns it now
+  return std::make_pair(rec, *op);
 }
 
-Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req) {
+Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req, std::shared_ptr<WarmSandbox> warm) {
+  struct CreateDone {
+    Node* node;
+    ~CreateDone() {
+      {
+        std::lock_guard<std::mutex> lock(node->warm_mu_);
+        --node->creates_in_flight_;
+      }
+      node->last_activity_mono_ns_ = MonoNowNs();
+      node->warm_cv_.notify_all();
+    }
+  } done{this};
   nlohmann::json steps = nlohmann::json::object();
   auto step_start = MonoNowNs();
   auto mark = [&](const char* name) {
@@ -184,6 +235,14 @@ Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req) {
     step_start = now;
   };
   Status st = [&]() -> Status {
+    if (warm) {
+      Status w = HandOutWarm(&rec, req, warm, &steps);
+      if (w.ok()) return w;
+      // The pooled sandbox is gone; the same id is created cold instead.
+      LogWarn("warm", "hand-out of " + rec.id + " failed, creating it cold: " + w.ToString());
+      steps = nlohmann::json::object();
+      step_start = MonoNowNs();
+    }
     uint64_t disk_limit = static_cast<uint64_t>(req.disk_mb) << 20;
     if (!req.from_snapshot.empty()) {
       RETURN_IF_ERROR(EnsureLocalSnapshot(req.from_snapshot));
@@ -221,7 +280,7 @@ Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req) {
   return store_->PutSandbox(rec);
 }
 
-Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps) {
+Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_ptr<Live>* pooled) {
   auto t = MonoNowNs();
   ASSIGN_OR_RETURN(int64_t slot, uid_slots_.Acquire(rec->uid_slot));
   rec->uid_slot = slot;
@@ -246,11 +305,7 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps) {
   if (HasEgress(*rec)) {
     // The gateway's CA is added to the system bundle at boot; point the runtimes that keep
     // their own trust stores at it too.
-    for (const char* e : {"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-                          "REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt",
-                          "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/space-gateway-ca.pem"}) {
-      spec.guest_env.push_back(e);
-    }
+    for (const auto& [k, v] : kEgressTrustEnv) spec.guest_env.push_back(std::string(k) + "=" + v);
   }
   (*steps)["uid_slot"] = static_cast<double>(MonoNowNs() - t) / 1e6;
   auto launched = runtime_->Launch(spec);
@@ -264,11 +319,32 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps) {
   live->id = rec->id;
   live->team = rec->team;
   live->uid_slot = slot;
+  live->booted_mono_ns = MonoNowNs();
   live->expires_at_ms = rec->expires_at_ms;
   live->last_rolling_ms = WallNowMs();
   auto policy = nlohmann::json::parse(rec->policy_json, nullptr, false);
   if (policy.is_object()) live->rolling_every_ms = policy.value("every_s", int64_t{0}) * 1000;
   live->guest = std::make_unique<GuestClient>(std::move(launched->channel), rec->id);
+  live->init_pid = launched->pid;
+  if (pooled != nullptr) {
+    // The low-priority refill thread makes pooled sandboxes; what outlives the refill (spaced
+    // and this channel's reader thread, which inherit the caller's nice value) must run at
+    // normal priority, like a cold sandbox's.
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(launched->pid), 0);
+    const int nice_before = ::getpriority(PRIO_PROCESS, 0);
+    if (nice_before != 0) (void)::setpriority(PRIO_PROCESS, 0, 0);
+    Status started = live->guest->Start(kHelloTimeoutMs);
+    if (nice_before != 0) (void)::setpriority(PRIO_PROCESS, 0, nice_before);
+    if (Status st = started; !st.ok()) {
+      live->guest->Shutdown();
+      if (Status d = runtime_->Destroy(rec->id); !d.ok()) LogWarn("warm", d.ToString());
+      uid_slots_.Release(slot);
+      return st;
+    }
+    (*steps)["guest_hello"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+    *pooled = std::move(live);
+    return Status::Ok();
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_[rec->id] = live;
@@ -323,6 +399,7 @@ Result<store::OperationRecord> Node::Destroy(const std::string& team, const std:
 }
 
 Status Node::RunDestroy(const std::string& id, const std::string& reason) {
+  last_activity_mono_ns_ = MonoNowNs();
   TeardownLive(id);
   RETURN_IF_ERROR(pool_->DestroyRoot(id));
   ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(id));

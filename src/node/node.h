@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,10 +20,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node/dir_watch_stream.h"
 #include "node/guest_client.h"
 #include "node/operations.h"
 #include "node/process.h"
 #include "node/uid_slots.h"
+#include "node/warm_pool.h"
 #include "credentials/kek.h"
 #include "gateway/gateway.h"
 #include "network/sandbox_network.h"
@@ -49,6 +52,9 @@ struct NodeConfig {
   bool egress = true;
   std::string egress_upstream_dns;  // "ip[:port]" the gateway resolves with; default resolv.conf
   std::string egress_upstream_ca;   // extra CA file trusted for upstream TLS (tests)
+  // Warm pools (node_warm.cc): template -> sandboxes kept pre-created (root cloned, runtime
+  // and spaced up, owned by nobody) to hand out on create. Empty: every create is cold.
+  std::map<std::string, int> warm_pool;
 };
 
 // A create request after the API validated its shape.
@@ -66,6 +72,9 @@ struct CreateRequest {
   std::string from_snapshot;     // restore this snapshot instead of cloning the template
   nlohmann::json snapshot_policy = nlohmann::json::object();  // {"every_s","keep","max_age_s"} or {}
   std::vector<std::string> credentials;  // names; the sandbox gets placeholders, never secrets
+  // A fork's egress policy: its parent's copy of the profiles (egress_json), not the
+  // profiles' current state. Empty: resolve `egress_profiles` now.
+  std::string inherited_egress_json;
   int64_t received_mono_ns = 0;  // when the API got the request, for timings.create_ms
 };
 
@@ -123,6 +132,13 @@ class Node {
   Result<std::vector<std::shared_ptr<Process>>> ListProcesses(const std::string& team, const std::string& id);
   Status WriteStdin(const std::string& team, const std::string& id, const std::string& pid, std::string_view data);
   Status SignalProcess(const std::string& team, const std::string& id, const std::string& pid, int sig);
+  // A tty process's new window size (1..4096 each). Valid while running.
+  Status ResizeProcess(const std::string& team, const std::string& id, const std::string& pid, int cols, int rows);
+  // Watches a directory in the sandbox (and, `recursive`, everything below it) with the
+  // guest's inotify; returns once the watch is in place. The caller takes changes from the
+  // stream and must Close() it. Valid while running.
+  Result<std::shared_ptr<DirWatchStream>> WatchDirectory(const std::string& team, const std::string& id,
+                                                         const std::string& path, bool recursive);
   Result<std::vector<store::CommandRecord>> Commands(const std::string& team, const std::string& id);
 
   // Files, resolved inside the sandbox by its guest. Valid while running.
@@ -151,6 +167,11 @@ class Node {
   Result<nlohmann::json> ListEgressProfiles(const std::string& team);
   Status DeleteEgressProfile(const std::string& team, const std::string& name);
 
+  // One sample of what a running or paused sandbox uses now (node_metrics.cc): CPU use since
+  // the previous sample (or boot) as a percentage of its cpu limit, memory, page cache and
+  // disk, with their limits. E2B's getMetrics shape: timestamp, cpuUsedPct, cpuCount, memUsed,
+  // memTotal, memCache, diskUsed, diskTotal.
+  Result<nlohmann::json> Metrics(const std::string& team, const std::string& id);
   Result<std::vector<store::AuditEvent>> Audit(const store::AuditFilter& filter);
   // The names of the egress profiles a sandbox record carries (its egress_json holds the
   // profiles as they were at creation: immutable for the sandbox's life).
@@ -159,15 +180,34 @@ class Node {
   std::string pool_kind() const { return pool_->kind(); }
   std::string cgroup_version() const { return runtime_->cgroup_version(); }
   size_t live_count();
+  // Warm pool state as Prometheus text (size, target, hits, misses per template); "" when no
+  // pool is configured.
+  std::string WarmPoolMetrics();
 
  private:
   struct Live;
+  struct WarmSandbox;
 
   Node(const NodeConfig& config, store::Store* store);
   Status Reconcile();
-  Status RunCreate(store::SandboxRecord rec, CreateRequest req);
-  // Starts the runtime over an existing root; fills `timings` with steps.
-  Status Boot(store::SandboxRecord* rec, nlohmann::json* steps);
+  Status RunCreate(store::SandboxRecord rec, CreateRequest req, std::shared_ptr<WarmSandbox> warm);
+  // Starts the runtime over an existing root; fills `timings` with steps. With `pooled`, the
+  // booted sandbox goes there instead of into live_ (a warm-pool sandbox), and a failure
+  // leaves nothing running.
+  Status Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_ptr<Live>* pooled = nullptr);
+  // Warm pools (node_warm.cc).
+  void StartWarmPools();
+  void StopWarmPools();
+  void WarmLoop();
+  // Creates one pooled sandbox of `template_name`.
+  Result<std::shared_ptr<WarmSandbox>> MakeWarm(const std::string& template_name);
+  // A pooled sandbox for `req`, or null (counted as a miss when the template has a pool).
+  std::shared_ptr<WarmSandbox> TakeWarm(const CreateRequest& req);
+  // Gives a pooled sandbox to `rec`: limits, disk, environment, timeouts, egress.
+  Status HandOutWarm(store::SandboxRecord* rec, const CreateRequest& req, const std::shared_ptr<WarmSandbox>& warm,
+                     nlohmann::json* steps);
+  // Ends a pooled sandbox entirely: runtime, root, uid slot.
+  void DestroyWarm(const std::shared_ptr<WarmSandbox>& warm);
   Status RunDestroy(const std::string& id, const std::string& reason);
   void TeardownLive(const std::string& id);
   Result<std::shared_ptr<Live>> RunningLive(const std::string& team, const std::string& id);
@@ -229,6 +269,16 @@ class Node {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // GUARDED_BY(mu_)
   std::set<std::string> destroying_;                   // GUARDED_BY(mu_)
+
+  std::mutex warm_mu_;
+  std::condition_variable warm_cv_;  // a pool shrank, a create finished, or stop
+  std::map<std::string, WarmCounters> warm_counters_;                           // GUARDED_BY(warm_mu_)
+  std::map<std::string, std::vector<std::shared_ptr<WarmSandbox>>> warm_ready_;  // GUARDED_BY(warm_mu_)
+  bool warm_stopping_ = false;                                                  // GUARDED_BY(warm_mu_)
+  int creates_in_flight_ = 0;  // cold and warm creates queued or running; GUARDED_BY(warm_mu_)
+  // When a create, destroy or exec last started or ended: refills wait for a quiet moment.
+  std::atomic<int64_t> last_activity_mono_ns_{0};
+  std::thread warm_thread_;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

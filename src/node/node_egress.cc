@@ -62,6 +62,9 @@ Status Node::StartEgress() {
   net_ = std::make_unique<network::SandboxNetwork>(static_cast<int>(net_slot_));
   gateway::GatewayConfig gc;
   gc.ca_dir = config_.data_dir + "/gateway";
+  // Ports fixed per net slot (below the ephemeral range), so the node that holds slot N
+  // always listens where slot N's firewall rules and lingering conntrack flows point.
+  gc.base_port = static_cast<uint16_t>(20000 + net_slot_ * 8);
   gc.upstream_dns = config_.egress_upstream_dns;
   gc.upstream_ca_file = config_.egress_upstream_ca;
   gateway::GatewayHooks hooks;

@@ -61,12 +61,23 @@ void Node::RecordCommand(const std::string& sandbox, const Process& p) {
 Result<std::shared_ptr<Process>> Node::StartProcess(const std::string& team, const std::string& id,
                                                     ProcessSpec spec) {
   ASSIGN_OR_RETURN(std::shared_ptr<Live> live, RunningLive(team, id));
+  last_activity_mono_ns_ = MonoNowNs();  // warm-pool refills wait for a quiet moment
   nlohmann::json req = {{"cmd", spec.cmd}, {"user", spec.user}, {"timeout_ms", spec.timeout_s * 1000},
                         {"stdin", spec.keep_stdin_open || !spec.stdin_data.empty()}};
   nlohmann::json env = nlohmann::json::object();
+  for (const auto& [k, v] : live->base_env) env[k] = v;  // a warm-pool sandbox's create env
   for (const auto& [k, v] : spec.env) env[k] = v;
   req["env"] = env;
   if (!spec.cwd.empty()) req["cwd"] = spec.cwd;
+  if (spec.tty) {
+    auto valid = [](int n) { return n >= 1 && n <= static_cast<int>(guest::kMaxTtySize); };
+    if (!valid(spec.tty_cols) || !valid(spec.tty_rows)) {
+      return InvalidArgument("tty size must be 1.." + std::to_string(guest::kMaxTtySize) + " columns and rows");
+    }
+    req["tty"] = true;
+    req["cols"] = spec.tty_cols;
+    req["rows"] = spec.tty_rows;
+  }
   std::string payload = req.dump();
   if (payload.size() > guest::kMaxPayload) return PayloadTooLarge("command and environment exceed 1 MiB");
 
@@ -143,6 +154,45 @@ Status Node::SignalProcess(const std::string& team, const std::string& id, const
   if (proc->exited()) return Conflict("process " + pid + " has exited");
   Audit(team, id, "exec", "signal", {{"pid", pid}, {"signal", SignalName(sig)}});
   return live->guest->Send(guest::FrameType::kSignal, proc->stream(), nlohmann::json{{"signal", sig}}.dump());
+}
+
+Status Node::ResizeProcess(const std::string& team, const std::string& id, const std::string& pid, int cols,
+                           int rows) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Live> live, RunningLive(team, id));
+  ASSIGN_OR_RETURN(std::shared_ptr<Process> proc, GetProcess(team, id, pid));
+  if (proc->exited()) return Conflict("process " + pid + " has exited");
+  if (!proc->spec().tty) return InvalidArgument("process " + pid + " has no terminal to resize");
+  auto valid = [](int n) { return n >= 1 && n <= static_cast<int>(guest::kMaxTtySize); };
+  if (!valid(cols) || !valid(rows)) {
+    return InvalidArgument("tty size must be 1.." + std::to_string(guest::kMaxTtySize) + " columns and rows");
+  }
+  return live->guest->Send(guest::FrameType::kResize, proc->stream(),
+                           nlohmann::json{{"cols", cols}, {"rows", rows}}.dump());
+}
+
+Result<std::shared_ptr<DirWatchStream>> Node::WatchDirectory(const std::string& team, const std::string& id,
+                                                             const std::string& path, bool recursive) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Live> live, RunningLive(team, id));
+  // The closer holds the Live weakly: a watch outliving its sandbox must not keep it.
+  std::weak_ptr<Live> weak = live;
+  auto stream_id = std::make_shared<std::atomic<uint32_t>>(0);
+  auto watch = std::make_shared<DirWatchStream>([weak, stream_id] {
+    std::shared_ptr<Live> l = weak.lock();
+    uint32_t s = stream_id->load();
+    if (!l || s == 0) return;
+    (void)l->guest->Send(guest::FrameType::kWatchStop, s, "");  // a dead channel drops it anyway
+    l->guest->CloseStream(s);
+  });
+  uint32_t stream = live->guest->OpenStream(watch);
+  stream_id->store(stream);
+  Status st = live->guest->Send(guest::FrameType::kWatchStart, stream,
+                                nlohmann::json{{"path", path}, {"recursive", recursive}}.dump());
+  if (st.ok()) st = watch->WaitStarted(kGuestAnswerMs);
+  if (!st.ok()) {
+    watch->Close();
+    return st;
+  }
+  return watch;
 }
 
 Result<std::vector<store::CommandRecord>> Node::Commands(const std::string& team, const std::string& id) {

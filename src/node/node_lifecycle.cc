@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "node/live.h"
+#include "node/stored_credential.h"
 #include "node/node.h"
 #include "snapshot/gc.h"
 #include "storage/diff.h"
@@ -177,6 +178,20 @@ Result<std::vector<std::pair<store::SandboxRecord, store::OperationRecord>>> Nod
     for (auto& [k, v] : meta.items()) {
       if (v.is_string()) req.metadata[k] = v.get<std::string>();
     }
+  }
+  // A fork keeps its parent's egress policy and the credentials it may hold (with placeholders
+  // of its own); one scoped to the parent alone does not follow, nor does its variable.
+  req.inherited_egress_json = parent.egress_json;
+  ASSIGN_OR_RETURN(auto parent_creds, store_->ListSandboxCredentials(id));
+  for (const auto& c : parent_creds) {
+    auto stored = store_->GetCredential(team, c.name);
+    if (!stored.ok()) continue;
+    ASSIGN_OR_RETURN(credentials::CredentialSpec spec, CredentialSpecFromStored(c.name, stored->spec_json));
+    if (spec.scope.rfind("sandbox:", 0) == 0) {
+      if (!spec.env.empty()) req.env.erase(spec.env);
+      continue;
+    }
+    req.credentials.push_back(c.name);
   }
   std::vector<std::pair<store::SandboxRecord, store::OperationRecord>> out;
   for (int i = 0; i < count; ++i) {

@@ -42,6 +42,9 @@ struct ProcessSpec {
   bool keep_stdin_open = false;      // background processes take stdin later
   std::string stdin_data;            // written then closed for buffered execs
   bool snapshot_before = false;      // the API takes a snapshot before starting it
+  bool tty = false;                  // on a pty: one output stream (stdout), resizable
+  int tty_cols = 80;                 // the pty's initial size, 1..guest::kMaxTtySize
+  int tty_rows = 24;
 };
 
 class Process : public StreamSink {

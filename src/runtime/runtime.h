@@ -28,6 +28,13 @@ struct Limits {
   uint64_t pids_max = 1024;                 // tasks
 };
 
+// What a sandbox uses at one moment, read from its cgroups.
+struct ResourceUsage {
+  uint64_t cpu_ns = 0;        // CPU time consumed since it started, all tasks
+  uint64_t memory_bytes = 0;  // memory charged now (page cache included)
+  uint64_t cache_bytes = 0;   // of which page cache
+};
+
 // A validated description of one sandbox to start. Built by the node; the runtime never
 // parses user input.
 struct SandboxSpec {
@@ -74,6 +81,13 @@ class NsRuntime {
   // Freezes / thaws every process of the sandbox (cgroup freezer, v1 or v2).
   virtual Status Freeze(const std::string& id) = 0;
   virtual Status Thaw(const std::string& id) = 0;
+
+  // Rewrites the cpu, memory and pids limits of a running sandbox (a warm-pool sandbox
+  // handed out with other limits than it was started with). /dev/shm keeps the size it was
+  // mounted with, so callers change memory_bytes only for sandboxes started with the same.
+  virtual Status UpdateLimits(const std::string& id, const Limits& limits) = 0;
+
+  virtual Result<ResourceUsage> Usage(const std::string& id) = 0;
 
   // Sandbox ids that have a cgroup or scratch dir on this host right now.
   virtual Result<std::set<std::string>> ListPresent() = 0;

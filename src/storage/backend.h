@@ -29,6 +29,9 @@ class Backend {
   virtual Result<std::string> CreateRoot(const std::string& template_path, const std::string& root_dir,
                                          uint64_t disk_limit_bytes) = 0;
   virtual Status DestroyRoot(const std::string& root_dir) = 0;
+  // Changes the disk limit of an existing root (a warm-pool root handed out with another
+  // disk_mb). Backends that enforce no limit accept and ignore it.
+  virtual Status SetRootDiskLimit(const std::string& root_dir, uint64_t disk_limit_bytes) = 0;
   virtual std::string RootPath(const std::string& root_dir) const = 0;
   // Snapshots of roots. Only a backend with O(1) snapshots offers them; the others answer
   // SnapshotRoot with unavailable and the pool refuses every snapshot call up front.

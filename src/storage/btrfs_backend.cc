@@ -53,6 +53,11 @@ class BtrfsBackend final : public Backend {
   // qgroup of a deleted subvolume by itself once the cleaner has freed it.
   Status DestroyRoot(const std::string& root_dir) override { return RemoveTree(root_dir); }
 
+  Status SetRootDiskLimit(const std::string& root_dir, uint64_t disk_limit_bytes) override {
+    if (!quota_enabled_ || disk_limit_bytes == 0) return Status::Ok();
+    return SetExclusiveLimit(root_dir, disk_limit_bytes);
+  }
+
   std::string RootPath(const std::string& root_dir) const override { return root_dir; }
 
   Status RestoreRoot(const std::string&, const std::string&) override { return Status::Ok(); }

@@ -66,6 +66,8 @@ class OverlayBackend final : public Backend {
 
   std::string RootPath(const std::string& root_dir) const override { return root_dir + "/merged"; }
 
+  Status SetRootDiskLimit(const std::string&, uint64_t) override { return Status::Ok(); }  // not enforced
+
   bool has_snapshots() const override { return false; }
 
   Status SnapshotRoot(const std::string&, const std::string&) override {

@@ -133,6 +133,11 @@ class PoolImpl final : public Pool {
     return backend_->RootPath(sandboxes_dir_ + "/" + sandbox_id);
   }
 
+  Status SetRootDiskLimit(const std::string& sandbox_id, uint64_t disk_limit_bytes) override {
+    RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    return backend_->SetRootDiskLimit(sandboxes_dir_ + "/" + sandbox_id, disk_limit_bytes);
+  }
+
   Result<std::vector<std::string>> ListRoots() override {
     ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(sandboxes_dir_));
     std::erase_if(names, [](const std::string& n) { return n.empty() || n[0] == '.'; });

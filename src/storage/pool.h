@@ -63,6 +63,8 @@ class Pool {
                                          uint64_t disk_limit_bytes) = 0;
   virtual Status DestroyRoot(const std::string& sandbox_id) = 0;
   virtual std::string RootPath(const std::string& sandbox_id) const = 0;
+  // Changes the disk limit of an existing root (warm-pool hand-out).
+  virtual Status SetRootDiskLimit(const std::string& sandbox_id, uint64_t disk_limit_bytes) = 0;
   virtual Result<std::vector<std::string>> ListRoots() = 0;
 
   // Snapshots of sandbox roots (snapshot, fork, rollback, diff). btrfs only: on the overlay

@@ -380,6 +380,7 @@ class PostgresStore : public Store {
   }
 
   Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) override {
+    if (!IsSha256Hex(key_sha256)) return InvalidArgument("API keys are stored only as SHA-256 hex digests");
     return Exec("PutApiKey", kPutApiKey, {key_sha256, team, name});
   }
 

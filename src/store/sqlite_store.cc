@@ -446,6 +446,7 @@ class SqliteStore : public Store {
   }
 
   Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) override {
+    if (!IsSha256Hex(key_sha256)) return InvalidArgument("API keys are stored only as SHA-256 hex digests");
     std::lock_guard<std::mutex> lock(mu_);
     return RunLocked("INSERT INTO api_keys (key_sha256, team, name) VALUES (?,?,?) ON CONFLICT (key_sha256) "
                      "DO UPDATE SET team = excluded.team, name = excluded.name",

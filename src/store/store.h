@@ -167,10 +167,21 @@ class Store {
   virtual Status AppendAudit(const AuditEvent& e) = 0;
   virtual Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& f) = 0;  // newest first
 
-  // API keys are stored as SHA-256 hex of the key; the key itself never is.
+  // API keys are stored as SHA-256 hex of the key; the key itself never is. PutApiKey refuses
+  // anything but 64 lower-case hex digits (invalid_argument), so a caller cannot store a key
+  // in clear by mistake.
   virtual Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) = 0;
   virtual Result<std::string> TeamForApiKey(const std::string& key_sha256) = 0;  // not_found
 };
+
+// True for 64 lower-case hex digits: the only form an API key is stored in.
+inline bool IsSha256Hex(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
 
 // Opens (creating and migrating) the SQLite database at `path`.
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);

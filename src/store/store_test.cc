@@ -220,9 +220,16 @@ TEST_P(StoreTest, OperationsCommandsAuditKeys) {
   ASSERT_EQ(ev->size(), 2u);
   EXPECT_GT((*ev)[0].seq, (*ev)[1].seq);  // newest first
 
-  ASSERT_TRUE(store_->PutApiKey("abc", "t", "admin").ok());
-  EXPECT_EQ(*store_->TeamForApiKey("abc"), "t");
-  EXPECT_EQ(store_->TeamForApiKey("zzz").status().code(), StatusCode::kNotFound);
+  const std::string digest(64, 'a');
+  ASSERT_TRUE(store_->PutApiKey(digest, "t", "admin").ok());
+  EXPECT_EQ(*store_->TeamForApiKey(digest), "t");
+  EXPECT_EQ(store_->TeamForApiKey(std::string(64, 'b')).status().code(), StatusCode::kNotFound);
+  // A key in clear (or any non-digest) is refused, never stored.
+  for (const std::string& bad : {std::string("space_0123456789abcdef0123456789abcdef0123456789ab"), std::string(64, 'A'),
+                                std::string(63, 'a'), std::string(65, 'a')}) {
+    EXPECT_EQ(store_->PutApiKey(bad, "t", "admin").code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(store_->TeamForApiKey(bad).status().code(), StatusCode::kNotFound) << bad;
+  }
 }
 
 TEST_P(StoreTest, AuditFilters) {

@@ -119,14 +119,37 @@ await step('files: write/read/list/exists/makeDir/rename/remove/getInfo', async 
   await assert.rejects(sbx.files.read(`${dir}/missing.txt`))
 })
 
-await step('watchDir sees a change', async () => {
+await step('watchDir sees changes (inotify, recursive)', async () => {
   const events = []
-  const w = await sbx.files.watchDir(dir, (e) => events.push(e))
+  const has = (name, type) => events.some((e) => e.name === name && e.type === type)
+  const w = await sbx.files.watchDir(dir, (e) => events.push(e), { recursive: true })
+  // Created and removed at once: inotify reports both (a poller could miss the pair).
   await sbx.files.write(`${dir}/watched.txt`, 'x')
-  await until('a create event', () => events.some((e) => e.name === 'watched.txt' && e.type === 'create'))
-  await sbx.commands.run(`rm ${dir}/watched.txt`)
-  await until('a remove event', () => events.some((e) => e.name === 'watched.txt' && e.type === 'remove'))
+  await sbx.commands.run(`rm ${dir}/watched.txt && mkdir ${dir}/deep`)
+  await until('create and remove', () => has('watched.txt', 'create') && has('watched.txt', 'remove'))
+  await until('the new directory', () => has('deep', 'create'))
+  // A directory made after the watch started is watched too.
+  await sbx.commands.run(`echo y > ${dir}/deep/inner.txt`)
+  await until('a change below', () => has('deep/inner.txt', 'create'))
   await w.stop()
+})
+
+await step('pty: create, sendInput, resize, kill', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const enc = new TextEncoder()
+  const term = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d, { stream: true }) } })
+  assert.ok(term.pid > 0)
+  await sbx.pty.sendInput(term.pid, enc.encode('tty; stty size; echo "user=$(whoami)"\n'))
+  await until('tty, size and user', () => /\/dev\/pts\/\d+/.test(out) && out.includes('24 80') && out.includes('user=user'))
+  await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
+  await sbx.pty.sendInput(term.pid, enc.encode('stty size\n'))
+  await until('the new size', () => out.includes('30 100'), 10000).catch((e) => { throw new Error(`${e.message}; output: ${JSON.stringify(out)}`) })
+  const listed = await sbx.commands.list()
+  assert.ok(listed.some((p) => p.pid === term.pid && p.cmd === '/bin/bash'), JSON.stringify(listed))
+  assert.equal(await sbx.pty.kill(term.pid), true)
+  await assert.rejects(term.wait(), (e) => e instanceof CommandExitError)
+  assert.equal(await sbx.pty.kill(term.pid), false)
 })
 
 await step('Sandbox.list finds it (metadata filter, paging)', async () => {
@@ -145,6 +168,17 @@ await step('setTimeout', async () => {
   await sbx.setTimeout(300_000)
   const after = await sbx.getInfo()
   assert.ok(after.endAt.getTime() > before.endAt.getTime(), `${after.endAt} > ${before.endAt}`)
+})
+
+await step('getMetrics reports live cgroup figures', async () => {
+  await sbx.commands.run('python3 -c "x = bytearray(64 << 20); import time; time.sleep(0.2)" &')
+  const metrics = await sbx.getMetrics()
+  assert.equal(metrics.length, 1)
+  const m = metrics[0]
+  assert.ok(m.memUsed > 1 << 20 && m.memUsed <= m.memTotal, JSON.stringify(m))
+  assert.equal(m.memTotal, 512 * 1024 * 1024)
+  assert.ok(m.cpuCount >= 1 && m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100, JSON.stringify(m))
+  assert.ok(m.diskTotal > 0 && m.diskUsed >= 0, JSON.stringify(m))
 })
 
 await step('pause', async () => {

@@ -109,10 +109,11 @@ class CredentialsTest(unittest.TestCase):
                     {"allow": "everything"}):
             st, d = self.s.json("PUT", "/v1/egress-profiles/bad", bad)
             self.assertEqual(st, 400, (bad, d))
-        # Until the gateway exists, asking for egress is refused rather than silently ignored.
+        # Asking for a profile that does not exist is refused, never silently ignored.
         st, _, b = self.s.call("POST", "/v1/sandboxes", {"template": "busybox"},
-                               headers={"X-Space-Egress-Profile": "github"})
+                               headers={"X-Space-Egress-Profile": "github,nosuch"})
         self.assertEqual(st, 400, b)
+        self.assertIn(b"nosuch", b)
         self.assertEqual(self.s.call("DELETE", "/v1/egress-profiles/github")[0], 204)
         self.assertEqual(self.s.call("GET", "/v1/egress-profiles/github")[0], 404)
 

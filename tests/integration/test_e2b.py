@@ -57,7 +57,7 @@ class E2bSdkTest(unittest.TestCase):
             self.fail("e2e.mjs failed (exit %d)\n--- server log ---\n%s" % (r.returncode, self.s.log_tail()))
         summary = json.loads(r.stdout.strip().splitlines()[-1])
         self.assertTrue(summary["ok"])
-        self.assertEqual(len(summary["steps"]), 14)
+        self.assertEqual(len(summary["steps"]), 16)
 
     def test_envd_refuses_bad_requests(self):
         # No token: envd calls are refused before anything reaches the sandbox.

@@ -185,6 +185,26 @@ Status Cgroups::WriteLimits(const std::string& id, const Limits& limits) const {
   return Status::Ok();
 }
 
+Status Cgroups::UpdateLimits(const std::string& id, const Limits& limits) const {
+  const std::string mem_dir = PathFor(id, "memory");
+  if (!Exists(mem_dir)) return NotFound("sandbox " + id + ": no cgroup");
+  if (!v2_) {
+    // v1 keeps memsw.limit_in_bytes >= limit_in_bytes at every moment: raising the limit
+    // needs memsw raised first, which WriteLimits (limit first) would have refused.
+    Result<std::string> cur = ReadFileToString(mem_dir + "/memory.limit_in_bytes", 64);
+    uint64_t current = 0;
+    if (cur.ok()) {
+      std::string v = Trim(*cur);
+      std::from_chars(v.data(), v.data() + v.size(), current);
+    }
+    if (limits.memory_bytes > current) {
+      RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.memsw.limit_in_bytes",
+                                   std::to_string(limits.memory_bytes), true));
+    }
+  }
+  return WriteLimits(id, limits);
+}
+
 Status Cgroups::Attach(const std::string& id, pid_t pid) const {
   const std::string p = std::to_string(pid);
   for (const Hierarchy& h : hierarchies_) {

@@ -28,6 +28,8 @@ class Cgroups {
 
   // Creates the sandbox's cgroups and writes its limits. On failure removes what it made.
   Status Create(const std::string& id, const Limits& limits) const;
+  // Rewrites the limits of an existing sandbox cgroup (raising or lowering memory).
+  Status UpdateLimits(const std::string& id, const Limits& limits) const;
   // Moves `pid` into the sandbox's cgroups.
   Status Attach(const std::string& id, pid_t pid) const;
   // Freezes / thaws every process, waiting until the kernel reports the new state.
@@ -39,6 +41,8 @@ class Cgroups {
   // Removes the sandbox's cgroup directories (retrying briefly while the kernel still
   // counts exiting tasks). Succeeds when they do not exist.
   Status Remove(const std::string& id) const;
+  // What the sandbox uses now (cgroup_usage.cc).
+  Result<ResourceUsage> Usage(const std::string& id) const;
   // Ids with a cgroup directory in any hierarchy.
   Result<std::set<std::string>> List() const;
 

@@ -51,6 +51,14 @@ Status ValidateId(const std::string& id) {
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
+Status ValidateLimits(const Limits& l) {
+  if (!std::isfinite(l.cpus) || l.cpus <= 0 || l.cpus > 4096)
+    return InvalidArgument("limits.cpus out of range");
+  if (l.memory_bytes < (4u << 20)) return InvalidArgument("limits.memory_bytes below 4 MiB");
+  if (l.pids_max < 1) return InvalidArgument("limits.pids_max must be >= 1");
+  return Status::Ok();
+}
+
 Status ValidateSpec(const SandboxSpec& spec) {
   RETURN_IF_ERROR(ValidateId(spec.id));
   if (spec.rootfs.empty() || spec.rootfs[0] != '/' || HasNul(spec.rootfs)) {
@@ -70,11 +78,7 @@ Status ValidateSpec(const SandboxSpec& spec) {
       spec.uid_base > UINT32_MAX - kUidRangeSize) {
     return InvalidArgument("uid_base must be a non-zero multiple of 65536 below 2^32-65536");
   }
-  const Limits& l = spec.limits;
-  if (!std::isfinite(l.cpus) || l.cpus <= 0 || l.cpus > 4096)
-    return InvalidArgument("limits.cpus out of range");
-  if (l.memory_bytes < (4u << 20)) return InvalidArgument("limits.memory_bytes below 4 MiB");
-  if (l.pids_max < 1) return InvalidArgument("limits.pids_max must be >= 1");
+  RETURN_IF_ERROR(ValidateLimits(spec.limits));
   for (const std::string& kv : spec.guest_env) {
     if (kv.find('=') == std::string::npos || HasNul(kv))
       return InvalidArgument("guest_env entries are K=V");
@@ -118,6 +122,15 @@ class NsRuntimeImpl final : public NsRuntime {
   Status Thaw(const std::string& id) override {
     RETURN_IF_ERROR(ValidateId(id));
     return cgroups_.Thaw(id);
+  }
+  Status UpdateLimits(const std::string& id, const Limits& limits) override {
+    RETURN_IF_ERROR(ValidateId(id));
+    RETURN_IF_ERROR(ValidateLimits(limits));
+    return cgroups_.UpdateLimits(id, limits);
+  }
+  Result<ResourceUsage> Usage(const std::string& id) override {
+    RETURN_IF_ERROR(ValidateId(id));
+    return cgroups_.Usage(id);
   }
   Result<std::set<std::string>> ListPresent() override;
   std::string cgroup_version() const override { return cgroups_.v2() ? "v2" : "v1"; }

@@ -262,6 +262,33 @@ TEST_F(NsRuntimeTest, FreezeAndThaw) {
   EXPECT_TRUE(runtime_->Destroy(spec.id).ok());
 }
 
+// A warm-pool hand-out rewrites limits of a running sandbox: raising memory must work on v1
+// too, where memsw has to move before limit_in_bytes.
+TEST_F(NsRuntimeTest, UpdateLimitsRaisesAndLowers) {
+  SandboxSpec spec = Spec("sbx_limits");
+  spec.guest_env = {"TEST_MODE=quiet"};
+  Result<LaunchedSandbox> sb = runtime_->Launch(spec);
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  const bool v2 = runtime_->cgroup_version() == "v2";
+  const std::string mem = CgroupDir("memory", spec.id) + (v2 ? "/memory.max" : "/memory.limit_in_bytes");
+  for (uint64_t mib : {1024ull, 128ull, 512ull}) {
+    Limits l = spec.limits;
+    l.memory_bytes = mib << 20;
+    l.cpus = 2;
+    ASSERT_TRUE(runtime_->UpdateLimits(spec.id, l).ok()) << mib;
+    EXPECT_EQ(ReadTrimmed(mem), std::to_string(mib << 20));
+  }
+  if (!v2) {
+    EXPECT_EQ(ReadTrimmed(CgroupDir("cpu", spec.id) + "/cpu.cfs_quota_us"), "200000");
+  }
+  Limits bad = spec.limits;
+  bad.cpus = -1;
+  EXPECT_FALSE(runtime_->UpdateLimits(spec.id, bad).ok());
+  EXPECT_FALSE(runtime_->UpdateLimits("../x", spec.limits).ok());
+  EXPECT_TRUE(runtime_->Destroy(spec.id).ok());
+  EXPECT_FALSE(runtime_->UpdateLimits(spec.id, spec.limits).ok()) << "no cgroup any more";
+}
+
 TEST_F(NsRuntimeTest, DestroyAfterNodeRestartUsesCgroup) {
   SandboxSpec spec = Spec("sbx_orphan");
   spec.guest_env = {"TEST_MODE=quiet"};

@@ -3,6 +3,7 @@ servers at 198.51.100.2 (reached from the host through a veth, host end 198.51.1
 this machine reaches its package mirrors at other TEST-NET addresses), a test
 CA that signed the upstream's certificate, and a DNS zone served on loopback to the gateway.
 Nothing here talks to any address outside this machine."""
+import fcntl
 import json
 import os
 import shutil
@@ -10,8 +11,24 @@ import subprocess
 import tempfile
 import time
 
-UPSTREAM_IP = "198.51.100.2"
-HOST_IP = "198.51.100.1"
+def _reserve_subnet():
+    """A /30 of 198.51.100.0/24 that no other test network on this host holds (an flock per
+    /30, released when this process exits), so concurrent test runs do not route into each
+    other's upstreams."""
+    for k in range(64):
+        f = open("/run/space-testnet-%d.lock" % k, "w")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            continue
+        _held.append(f)
+        return "198.51.100.%d" % (4 * k + 1), "198.51.100.%d" % (4 * k + 2)
+    raise RuntimeError("no free test subnet")
+
+
+_held = []
+HOST_IP, UPSTREAM_IP = _reserve_subnet()
 ZONE = {
     "api.test.example": UPSTREAM_IP,     # allowed
     "cred.test.example": UPSTREAM_IP,    # allowed, a credential is bound to it
@@ -37,7 +54,34 @@ class TestNet:
         self.log = os.path.join(self.dir, "upstream.log")
         self.ca = os.path.join(self.dir, "ca.pem")
 
+    @staticmethod
+    def _reap_stale():
+        """Removes what a test run killed before its cleanup left behind: the netns, veth and
+        orphaned servers of test networks whose owning process is gone."""
+        def alive(pid):
+            return os.path.exists("/proc/%d" % pid)
+        for name in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split():
+            if name.startswith("spt-") and name[4:].isdigit() and not alive(int(name[4:])):
+                subprocess.run(["ip", "netns", "del", name], stderr=subprocess.DEVNULL)
+        for line in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines():
+            name = line.split(":")[1].strip().split("@")[0]
+            if name.startswith("spth") and name[4:].isdigit() and not alive(int(name[4:])):
+                subprocess.run(["ip", "link", "del", name], stderr=subprocess.DEVNULL)
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+                with open("/proc/%s/stat" % pid) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if ppid == 1 and (b"egress/upstream.py" in cmd or b"egress/dns_zone.py" in cmd):
+                os.kill(int(pid), 9)
+
     def start(self):
+        self._reap_stale()
         self._certs()
         run("ip", "netns", "add", self.ns)
         run("ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", self.ns)

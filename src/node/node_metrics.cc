@@ -1,0 +1,55 @@
+// Node::Metrics: a sandbox's resource use, sampled from its cgroups and its root's qgroup.
+#include <cmath>
+
+#include "common/clock.h"
+#include "node/live.h"
+#include "node/node.h"
+#include "storage/btrfs.h"
+
+namespace space::node {
+
+Result<nlohmann::json> Node::Metrics(const std::string& team, const std::string& id) {
+  ASSIGN_OR_RETURN(store::SandboxRecord rec, Get(team, id));
+  if (rec.state != "running" && rec.state != "paused") {
+    return Conflict("sandbox " + id + " is " + rec.state + "; metrics need a running or paused sandbox");
+  }
+  std::shared_ptr<Live> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it != live_.end()) live = it->second;
+  }
+  if (!live) return Unavailable("sandbox " + id + " is not on this node right now");
+  ASSIGN_OR_RETURN(runtime::ResourceUsage u, runtime_->Usage(id));
+  auto resources = nlohmann::json::parse(rec.resources_json, nullptr, false);
+  double cpus = resources.is_object() ? resources.value("cpus", 1.0) : 1.0;
+  int64_t memory_mb = resources.is_object() ? resources.value("memory_mb", int64_t{512}) : 512;
+  int64_t disk_mb = resources.is_object() ? resources.value("disk_mb", int64_t{2048}) : 2048;
+  double pct = 0;
+  {
+    std::lock_guard<std::mutex> lock(live->usage_mu);
+    int64_t now = MonoNowNs();
+    uint64_t prev_cpu = live->last_sample_ns ? live->last_cpu_ns : 0;
+    int64_t since = live->last_sample_ns ? live->last_sample_ns : live->booted_mono_ns;
+    if (now > since && u.cpu_ns >= prev_cpu) {
+      pct = 100.0 * static_cast<double>(u.cpu_ns - prev_cpu) / static_cast<double>(now - since) / std::max(cpus, 0.01);
+    }
+    live->last_cpu_ns = u.cpu_ns;
+    live->last_sample_ns = now;
+  }
+  // Exclusive bytes of the root's subvolume: what this sandbox wrote beyond its template.
+  auto disk = storage::QgroupExclusiveBytes(pool_->RootPath(id));
+  return nlohmann::json{
+      {"timestamp", FormatRfc3339(WallNowMs())},
+      {"timestampUnix", WallNowMs() / 1000},
+      {"cpuUsedPct", std::round(std::min(pct, 100.0) * 100) / 100},
+      {"cpuCount", static_cast<int>(std::ceil(cpus))},
+      {"memUsed", u.memory_bytes},
+      {"memTotal", static_cast<uint64_t>(memory_mb) << 20},
+      {"memCache", u.cache_bytes},
+      {"diskUsed", disk.ok() ? *disk : 0},
+      {"diskTotal", static_cast<uint64_t>(disk_mb) << 20},
+  };
+}
+
+}  // namespace space::node

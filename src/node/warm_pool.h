@@ -1,0 +1,47 @@
+// Warm pools: the `--warm-pool base=4,busybox=8` setting (how many pre-created sandboxes the
+// node keeps per template) and the per-template counters that /metrics shows.
+//
+// The pooled sandboxes themselves are Node internals (node_warm.cc). Pure functions and a
+// plain struct; WarmCounters is guarded by whoever owns it (Node::warm_mu_).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace space::node {
+
+inline constexpr int kMaxWarmPerTemplate = 256;
+inline constexpr int kMaxWarmTotal = 1024;
+inline constexpr size_t kMaxWarmSpecBytes = 4096;
+
+// Parses "name=count[,name=count...]" (whitespace around items allowed; "" = no pools).
+// Names are template names ([a-z0-9][a-z0-9._-]{0,62}); counts 0..kMaxWarmPerTemplate, at most
+// kMaxWarmTotal in all; a template may appear once.
+Result<std::map<std::string, int>> ParseWarmPoolSpec(std::string_view text);
+
+// The resources every pooled sandbox is started with: the API's defaults. A create asking for
+// other cpus or disk_mb is adjusted at hand-out; one asking for other memory_mb is served cold,
+// because /dev/shm is sized from memory at mount time.
+inline constexpr double kWarmCpus = 1;
+inline constexpr int64_t kWarmMemoryMb = 512;
+inline constexpr int64_t kWarmDiskMb = 2048;
+
+struct WarmCounters {
+  int target = 0;          // configured size
+  int ready = 0;           // pooled sandboxes waiting to be handed out
+  int filling = 0;         // being created right now
+  uint64_t hits = 0;       // creates served from the pool
+  uint64_t misses = 0;     // creates for this template the pool could not serve
+  uint64_t refills = 0;    // pooled sandboxes created
+  uint64_t refill_failures = 0;
+  uint64_t discarded = 0;  // pooled sandboxes found dead or failing at hand-out
+};
+
+// Prometheus text (with HELP/TYPE) for the pools, ordered by template name.
+std::string WarmPoolMetricsText(const std::map<std::string, WarmCounters>& pools);
+
+}  // namespace space::node

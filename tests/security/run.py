@@ -1,0 +1,874 @@
+"""The escape suite (issue 9): every attempt to get out of a sandbox, at the host, at another
+sandbox or team, or at a credential, that we know to make. Each attempt is a small named case
+with a verdict: HELD (the attempt failed) or BROKEN (it worked: a hole). Prints the verdict
+table and exits 1 if any attempt broke.
+
+    SPACE_BIN=build/bin/space SPACE_TEST_DATA_DIR=/var/lib/space-test python3 tests/security/run.py
+
+Needs root. Starts a real `space dev` (the Debian `base` template is built once in
+SPACE_TEST_DATA_DIR), its own test network (tests/integration/egress/testnet.py) for the
+network and credential attempts, a second team's API key for the cross-team attempts, and
+runs the in-sandbox attempts (probe.py) as the sandbox's root and as its `user` (uid 1000).
+`--json FILE` also writes the results. docs/security.md lists every attempt.
+"""
+import argparse
+import ctypes
+import hashlib
+import json
+import os
+import random
+import re
+import secrets
+import socket
+import sqlite3
+import string
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "egress"))
+from harness import SPACE_BIN, Server, is_root, space_cgroups  # noqa: E402
+from testnet import UPSTREAM_IP, TestNet  # noqa: E402
+
+SECRET = "s3cr3t-SECURITY-suite-" + secrets.token_hex(6)
+PROFILE = {"allow": [{"host": "api.test.example"}, {"host": "cred.test.example"}]}
+RESULTS = []
+
+
+def record(name, held, detail="", user="-"):
+    RESULTS.append({"case": name, "user": user, "held": bool(held), "detail": str(detail)[:300]})
+
+
+def attempt(name):
+    """Decorator for host-side attempts: the function returns (held, detail); an exception is
+    a broken verdict with its reason (an attempt that cannot run proves nothing)."""
+    def wrap(fn):
+        def run(ctx):
+            try:
+                held, detail = fn(ctx)
+            except Exception as e:  # noqa: BLE001
+                held, detail = False, "attempt error: %r" % e
+            record(name, held, detail)
+        run.case_name = name
+        HOST_ATTEMPTS.append(run)
+        return fn
+    return wrap
+
+
+HOST_ATTEMPTS = []
+
+
+class Ctx:
+    """What the attempts share: the server, the network, the sandboxes and both teams' keys."""
+
+    def call(self, method, path, body=None, key=None, retry=True, **kw):
+        """Server.call with a given key; waits out 429s unless retry is False."""
+        key = key or self.s.key
+        saved = self.s.key
+        for _ in range(30):
+            self.s.key = key
+            try:
+                st, hdr, data = self.s.call(method, path, body, **kw)
+            finally:
+                self.s.key = saved
+            if st != 429 or not retry:
+                return st, hdr, data
+            time.sleep(float(hdr.get("Retry-After", "1")))
+        return st, hdr, data
+
+    def json(self, method, path, body=None, **kw):
+        st, _, data = self.call(method, path, body, **kw)
+        try:
+            return st, json.loads(data) if data else None
+        except ValueError:
+            return st, data
+
+    def sh(self, sid, script, user="root", timeout_s=120):
+        st, d = self.json("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["sh", "-c", script], "user": user,
+                                                                   "timeout_s": timeout_s}, timeout=timeout_s + 30)
+        if st != 200:
+            raise RuntimeError("exec failed: %s %s" % (st, d))
+        return d
+
+    def create(self, profiles="testnet", key=None, **body):
+        headers = {"X-Space-Egress-Profile": profiles} if profiles else {}
+        st, d = self.json("POST", "/v1/sandboxes?wait=true", {"template": "base", **body}, headers=headers, key=key)
+        if st != 201:
+            raise RuntimeError("create failed: %s %s" % (st, d))
+        return d["sandbox"]["id"]
+
+    def put_file(self, sid, path, data, key=None):
+        return self.call("PUT", "/v1/sandboxes/%s/files?path=%s" % (sid, urllib.parse.quote(path)), raw=data, key=key)[0]
+
+    def get_file(self, sid, path, key=None):
+        st, _, data = self.call("GET", "/v1/sandboxes/%s/files?path=%s" % (sid, urllib.parse.quote(path)), key=key)
+        return st, data
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup
+
+def setup(ctx, rate_limit):
+    ctx.net = TestNet().start()
+    data_dir = os.environ.get("SPACE_TEST_DATA_DIR", "/var/lib/space-test")
+    os.makedirs(data_dir, exist_ok=True)
+    ctx.s = Server(data_dir, extra_args=["--egress-dns", ctx.net.dns, "--egress-upstream-ca", ctx.net.ca,
+                                         "--api-rate-limit", rate_limit]).start()
+    r = subprocess.run([SPACE_BIN, "template", "build", "base"], env=ctx.s.env(), capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("building base failed:\n" + r.stdout[-3000:] + r.stderr[-3000:])
+    # A second team: its key goes straight into the store, hashed as the server hashes keys
+    # (there is no key-management API yet).
+    ctx.key_b = "space_" + secrets.token_hex(24)
+    db = sqlite3.connect(os.path.join(data_dir, "state.db"), timeout=30)
+    db.execute("INSERT OR REPLACE INTO api_keys (key_sha256, team, name) VALUES (?,?,?)",
+               (hashlib.sha256(ctx.key_b.encode()).hexdigest(), "team-b", "security-suite"))
+    db.commit()
+    db.close()
+    assert ctx.json("PUT", "/v1/egress-profiles/testnet", PROFILE)[0] == 200
+    assert ctx.json("PUT", "/v1/credentials/tok", {"secret": SECRET, "hosts": ["cred.test.example"], "env": "TOKEN"})[0] == 200
+    ctx.created = []
+    ctx.a = ctx.create(credentials=["tok"])
+    ctx.b = ctx.create()
+    ctx.created += [ctx.a, ctx.b]
+    # Host-side things the sandbox must not reach.
+    ctx.marker = "/tmp/space-sec-marker-%d" % os.getpid()
+    ctx.marker_content = "HOST-MARKER-" + secrets.token_hex(8)
+    with open(ctx.marker, "w") as f:
+        f.write(ctx.marker_content)
+    libc = ctypes.CDLL(None, use_errno=True)
+    ctx.shm_key = 0x5ec00000 + (os.getpid() & 0xffff)
+    ctx.shm_id = libc.shmget(ctx.shm_key, 4096, 0o1000 | 0o600)  # IPC_CREAT
+    ctx.abstract = "space-sec-%d" % os.getpid()
+    ctx.abstract_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ctx.abstract_sock.bind("\0" + ctx.abstract)
+    ctx.abstract_sock.listen(4)
+    ctx.host_ips = sorted(set(re.findall(r"inet (\d+\.\d+\.\d+\.\d+)", subprocess.run(
+        ["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout)))
+    ctx.api_port = int(ctx.s.url.rsplit(":", 1)[1])
+    host_pids = [ctx.s.proc.pid, os.getpid(), 1]
+    ctx.host_pids = [p for p in host_pids if os.path.exists("/proc/%d" % p)]
+    ctx.host_comms = [open("/proc/%d/comm" % p).read().strip() for p in ctx.host_pids]
+    # Sandbox b serves HTTP on 8000 (a must not reach it) and reports its address.
+    ctx.sh(ctx.b, "nohup python3 -m http.server 8000 >/dev/null 2>&1 &")
+    d = ctx.sh(ctx.b, "python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                      "s.connect((\"100.64.0.1\",9)); print(s.getsockname()[0])'")
+    ctx.b_ip = d["stdout"].strip()
+    ctx.host_hostname = socket.gethostname()
+    ctx.kernel = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2])
+    # What int 0x80 does on this host outside any sandbox (SIGSEGV: no IA32 emulation).
+    pid = os.fork()
+    if pid == 0:
+        import mmap
+        m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        m.write(b"\xb8\x14\x00\x00\x00\xcd\x80\xc3")  # i386 getpid
+        ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))()
+        os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    ctx.host_int80_signal = os.WTERMSIG(st) if os.WIFSIGNALED(st) else 0
+
+
+def teardown(ctx):
+    for sid in getattr(ctx, "created", []):
+        try:
+            ctx.call("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        except Exception:  # noqa: BLE001
+            pass
+    if getattr(ctx, "s", None):
+        ctx.s.stop()
+    if getattr(ctx, "net", None):
+        ctx.net.stop()
+    if getattr(ctx, "marker", None) and os.path.exists(ctx.marker):
+        os.unlink(ctx.marker)
+    if getattr(ctx, "shm_id", -1) >= 0:
+        ctypes.CDLL(None).shmctl(ctx.shm_id, 0, None)  # IPC_RMID
+
+
+# ---------------------------------------------------------------------------------------------
+# In-sandbox attempts (probe.py), as root and as user
+
+def run_probe(ctx, sid, user, extra=None):
+    cfg = {"host_marker": ctx.marker, "data_dir": ctx.s.data_dir, "host_pids": ctx.host_pids,
+           "host_comms": ctx.host_comms, "host_ips": ctx.host_ips, "api_port": ctx.api_port,
+           "upstream_ip": UPSTREAM_IP, "gateway": "100.64.0.1", "other_sandbox_ip": ctx.b_ip,
+           "shm_key": ctx.shm_key, "abstract_name": ctx.abstract, "host_int80_signal": ctx.host_int80_signal,
+           "binfmt_per_userns": ctx.kernel >= (6, 7), **(extra or {})}
+    d = ctx.sh(sid, "python3 /tmp/probe.py '%s'" % json.dumps(cfg).replace("'", "'\"'\"'"), user=user, timeout_s=600)
+    n = 0
+    for line in d["stdout"].splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        record(r["case"], r["held"], r["detail"], r["user"])
+        n += 1
+    if n == 0:
+        record("probe.ran[%s]" % user, False, "probe printed nothing: %s" % (d["stderr"][-300:],))
+
+
+def in_sandbox_attempts(ctx):
+    with open(os.path.join(HERE, "probe.py"), "rb") as f:
+        probe = f.read()
+    assert ctx.put_file(ctx.a, "/tmp/probe.py", probe) in (200, 201)
+    run_probe(ctx, ctx.a, "root", {"prepare": True})
+    run_probe(ctx, ctx.a, "user")
+
+
+# ---------------------------------------------------------------------------------------------
+# Host-side checks of what in-sandbox attempts may have done
+
+@attempt("net.raw_spoofed_udp.reached_upstream")
+def _(ctx):
+    time.sleep(0.5)
+    seen = [r for r in ctx.net.requests() if "SPOOFED-RAW" in json.dumps(r)]
+    return not seen, "upstream saw %d spoofed datagrams" % len(seen)
+
+
+@attempt("fs.binfmt_misc_reaches_host")
+def _(ctx):
+    path = "/proc/sys/fs/binfmt_misc"
+    mounted_here = False
+    if not os.path.exists(path + "/register"):
+        os.makedirs("/tmp/space-sec-bm", exist_ok=True)
+        path = "/tmp/space-sec-bm"
+        mounted_here = subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", path]).returncode == 0
+    try:
+        seen = os.path.exists(path + "/spacesec")
+    finally:
+        if mounted_here:
+            subprocess.run(["umount", path])
+    return not seen, "the host's binfmt_misc has %s entry registered in a sandbox" % ("the" if seen else "no")
+
+
+@attempt("k.sethostname_reaches_host")
+def _(ctx):
+    ctx.sh(ctx.a, "hostname pwned-by-sandbox 2>&1; echo pwned-by-sandbox > /proc/sys/kernel/hostname 2>&1; true")
+    return socket.gethostname() == ctx.host_hostname, "host hostname is still %s" % socket.gethostname()
+
+
+@attempt("k.kill_init_from_root")
+def _(ctx):
+    ctx.sh(ctx.a, "kill -9 1; kill -STOP 1; kill -SEGV 1; true")
+    d = ctx.sh(ctx.a, "echo alive")
+    return d["stdout"] == "alive\n", "spaced (pid 1) survived signals from root inside"
+
+
+@attempt("fs.exec_cwd_outside_root")
+def _(ctx):
+    st, d = ctx.json("POST", "/v1/sandboxes/%s/exec" % ctx.a,
+                     {"cmd": ["sh", "-c", "pwd -P; cat ../../../../..%s 2>&1" % ctx.marker], "cwd": "/../../../.."})
+    out = json.dumps(d)
+    return ctx.marker_content not in out, "exec with cwd /../../.. -> %s" % out[:120]
+
+
+# ---------------------------------------------------------------------------------------------
+# File API: paths and symlinks are resolved inside the sandbox, never on the host
+
+def marker_untouched(ctx):
+    with open(ctx.marker) as f:
+        return f.read() == ctx.marker_content
+
+
+@attempt("files.dotdot_to_host")
+def _(ctx):
+    st, data = ctx.get_file(ctx.a, "/../../../../.." + ctx.marker)
+    return ctx.marker_content.encode() not in (data or b""), "GET /../..%s -> %d" % (ctx.marker, st)
+
+
+@attempt("files.proc_root_to_host")
+def _(ctx):
+    outs = []
+    for p in ("/proc/1/root/../../.." + ctx.marker, "/proc/self/root" + ctx.marker, "/proc/1/cwd/../.." + ctx.marker):
+        st, data = ctx.get_file(ctx.a, p)
+        outs.append((p, st, ctx.marker_content.encode() in (data or b"")))
+    return not any(o[2] for o in outs), "statuses %s" % [o[1] for o in outs]
+
+
+@attempt("files.symlink_read_to_host")
+def _(ctx):
+    ctx.sh(ctx.a, "ln -sfn %s /tmp/lnk-file; ln -sfn / /tmp/lnk-root; ln -sfn ../../../../../../tmp /tmp/lnk-up" % ctx.marker)
+    got = []
+    for p in ("/tmp/lnk-file", "/tmp/lnk-root" + ctx.marker, "/tmp/lnk-up/" + os.path.basename(ctx.marker)):
+        st, data = ctx.get_file(ctx.a, p)
+        if ctx.marker_content.encode() in (data or b""):
+            got.append(p)
+    return not got, "host marker read through %s" % got
+
+
+@attempt("files.symlink_write_to_host")
+def _(ctx):
+    ctx.sh(ctx.a, "ln -sfn %s /tmp/lnk-w; ln -sfn /tmp /tmp/lnk-wdir" % ctx.marker)
+    ctx.put_file(ctx.a, "/tmp/lnk-w", b"OVERWRITTEN")
+    ctx.put_file(ctx.a, "/tmp/lnk-wdir/" + os.path.basename(ctx.marker), b"OVERWRITTEN")
+    return marker_untouched(ctx), "host marker unchanged after writes through symlinks"
+
+
+@attempt("files.symlink_delete_move_mkdir_to_host")
+def _(ctx):
+    ctx.sh(ctx.a, "ln -sfn /tmp /tmp/lnk-d")
+    name = os.path.basename(ctx.marker)
+    ctx.call("DELETE", "/v1/sandboxes/%s/files?path=%s" % (ctx.a, urllib.parse.quote("/tmp/lnk-d/" + name)))
+    ctx.call("DELETE", "/v1/sandboxes/%s/files?path=/tmp/lnk-d&recursive=true" % ctx.a)
+    ctx.json("POST", "/v1/sandboxes/%s/files/move" % ctx.a, {"from": "/tmp/lnk-d/" + name, "to": "/tmp/moved"})
+    ctx.json("POST", "/v1/sandboxes/%s/files/mkdir" % ctx.a, {"path": "/tmp/lnk-d/space-sec-mkdir-%d" % os.getpid()})
+    made = os.path.exists("/tmp/space-sec-mkdir-%d" % os.getpid())
+    return os.path.exists(ctx.marker) and marker_untouched(ctx) and not made, \
+        "host marker intact, no host dir created"
+
+
+@attempt("files.list_and_stat_through_symlink")
+def _(ctx):
+    ctx.sh(ctx.a, "ln -sfn /tmp /tmp/lnk-l")
+    st, d = ctx.json("GET", "/v1/sandboxes/%s/files/list?path=/tmp/lnk-l&depth=2" % ctx.a)
+    st2, d2 = ctx.json("GET", "/v1/sandboxes/%s/files/stat?path=%s" % (ctx.a, urllib.parse.quote(ctx.marker)))
+    return os.path.basename(ctx.marker) not in json.dumps(d) and st2 == 404, \
+        "list shows no host file; stat of the host path is %d" % st2
+
+
+@attempt("files.symlink_swap_race_read")
+def _(ctx):
+    # A loop inside swaps a directory and a symlink to / while the API reads through it.
+    ctx.sh(ctx.a, "mkdir -p /tmp/race-dir; echo inside > /tmp/race-dir/%s; "
+                  "nohup sh -c 'while :; do ln -sfn / /tmp/race.new; mv -T /tmp/race.new /tmp/race; "
+                  "ln -sfn /tmp/race-dir /tmp/race.new; mv -T /tmp/race.new /tmp/race; done' >/dev/null 2>&1 &"
+           % os.path.basename(ctx.marker))
+    leaked, n = 0, 0
+    end = time.time() + 8
+    while time.time() < end:
+        st, data = ctx.get_file(ctx.a, "/tmp/race/" + ctx.marker.lstrip("/"))
+        st2, data2 = ctx.get_file(ctx.a, "/tmp/race" + ctx.marker)
+        leaked += ctx.marker_content.encode() in (data or b"") + (data2 or b"")
+        n += 2
+    return leaked == 0, "%d reads raced against a symlink swap, %d leaked" % (n, leaked)
+
+
+@attempt("files.rename_race_write")
+def _(ctx):
+    ctx.sh(ctx.a, "mkdir -p /tmp/rdir; nohup sh -c 'while :; do mv -T /tmp/rdir /tmp/rdir.x 2>/dev/null; "
+                  "ln -sfn /tmp /tmp/rdir; rm -f /tmp/rdir; mv -T /tmp/rdir.x /tmp/rdir 2>/dev/null; done' "
+                  ">/dev/null 2>&1 &")
+    end = time.time() + 6
+    n = 0
+    while time.time() < end:
+        ctx.put_file(ctx.a, "/tmp/rdir/" + os.path.basename(ctx.marker), b"RACED")
+        n += 1
+    ctx.sh(ctx.a, "pkill -f 'rdir' ; pkill -f 'race.new'; true")
+    return marker_untouched(ctx), "%d writes raced against a rename/symlink swap; host marker intact" % n
+
+
+@attempt("files.fifo_and_device_reads")
+def _(ctx):
+    ctx.sh(ctx.a, "mkfifo /tmp/fifo 2>/dev/null; true")
+    t0 = time.time()
+    outs = []
+    for p in ("/tmp/fifo", "/dev/zero", "/dev/urandom", "/proc/self/mem", "/proc/kcore"):
+        st, data = ctx.get_file(ctx.a, p)
+        outs.append("%s:%d:%d" % (p, st, len(data or b"")))
+    took = time.time() - t0
+    big = [o for o in outs if int(o.rsplit(":", 1)[1]) > (1 << 20)]
+    return took < 20 and not big, "%s in %.1fs" % (outs, took)
+
+
+# ---------------------------------------------------------------------------------------------
+# Credentials: the secret never enters the sandbox or leaves the API
+
+@attempt("cred.env_holds_placeholder_only")
+def _(ctx):
+    d = ctx.sh(ctx.a, "echo $TOKEN; cat /proc/1/environ | tr '\\0' '\\n' | grep -c TOKEN; env")
+    return SECRET not in json.dumps(d) and d["stdout"].startswith("space-cred-"), "TOKEN=%s" % d["stdout"].split()[0]
+
+
+@attempt("cred.not_in_sandbox_files")
+def _(ctx):
+    ctx.sh(ctx.a, "curl -s -m 10 https://cred.test.example/use -H \"Authorization: Bearer $TOKEN\" -o /tmp/resp; true")
+    root = os.path.join(ctx.s.data_dir, "pool", "sandboxes", ctx.a)
+    r = subprocess.run(["grep", "-rla", "--no-messages", SECRET, root], capture_output=True, text=True)
+    return r.stdout == "" and os.path.isdir(root), "grep of the sandbox root: %r" % r.stdout[:100]
+
+
+@attempt("cred.not_in_process_memory_or_env")
+def _(ctx):
+    sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+    from test_egress import read_memory  # noqa: E402
+    ctx.sh(ctx.a, "nohup python3 -c 'import os,urllib.request,time; "
+                  "urllib.request.urlopen(urllib.request.Request(\"https://cred.test.example/mem\", "
+                  "headers={\"Authorization\": \"Bearer \"+os.environ[\"TOKEN\"]})).read(); time.sleep(120)' "
+                  ">/dev/null 2>&1 &")
+    time.sleep(2)
+    pids = set()
+    for cg in space_cgroups(ctx.a, ctx.s.data_dir):
+        for name in ("cgroup.procs", "tasks"):
+            try:
+                with open(os.path.join(cg, name)) as f:
+                    pids.update(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    found = []
+    for pid in pids:
+        try:
+            env = open("/proc/%d/environ" % pid, "rb").read()
+        except OSError:
+            env = b""
+        if SECRET.encode() in env or SECRET.encode() in read_memory(pid):
+            found.append(pid)
+    return len(pids) > 1 and not found, "searched %d processes, secret in %s" % (len(pids), found)
+
+
+@attempt("cred.not_in_snapshot_or_restore")
+def _(ctx):
+    st, snap = ctx.json("POST", "/v1/sandboxes/%s/snapshots" % ctx.a, {"label": "sec"})
+    if st not in (200, 201):
+        return False, "snapshot failed %s %s" % (st, snap)
+    sid = ctx.create(profiles=None, from_snapshot=snap["id"])
+    ctx.created.append(sid)
+    root = os.path.join(ctx.s.data_dir, "pool", "sandboxes", sid)
+    r = subprocess.run(["grep", "-rla", "--no-messages", SECRET, root], capture_output=True, text=True)
+    d = ctx.sh(sid, "echo $TOKEN")
+    return r.stdout == "" and SECRET not in d["stdout"], "restored root clean; TOKEN=%r" % d["stdout"].strip()
+
+
+@attempt("cred.api_never_returns_secret")
+def _(ctx):
+    bodies = [ctx.call("GET", p)[2] for p in ("/v1/credentials", "/v1/credentials/tok", "/v1/audit?limit=1000",
+                                              "/v1/sandboxes/%s" % ctx.a, "/v1/sandboxes/%s/commands" % ctx.a)]
+    return all(SECRET.encode() not in b for b in bodies), "no API response carries the secret"
+
+
+@attempt("cred.placeholder_to_unbound_host_unchanged")
+def _(ctx):
+    d = ctx.sh(ctx.a, "curl -sS -m 10 http://api.test.example/unbound-sec -H \"Authorization: Bearer $TOKEN\"; true")
+    got = [r for r in ctx.net.requests() if r.get("path") == "/unbound-sec"]
+    return got and SECRET not in json.dumps(got), "upstream got %s (curl: %s)" % (
+        got[-1]["headers"].get("Authorization") if got else None, (d["stdout"] + d["stderr"])[:120])
+
+
+@attempt("cred.sni_host_mismatch")
+def _(ctx):
+    before = len(ctx.net.requests())
+    d = ctx.sh(ctx.a, "curl -sS -m 10 https://cred.test.example/mismatch-sec -H 'Host: api.test.example' "
+                      "-H \"Authorization: Bearer $TOKEN\"; true")
+    got = [r for r in ctx.net.requests()[before:] if SECRET in json.dumps(r) and r.get("path") == "/mismatch-sec"]
+    return not got and SECRET not in json.dumps(d), "no secret sent for a mismatched Host"
+
+
+@attempt("cred.other_team_cannot_bind")
+def _(ctx):
+    st, d = ctx.json("POST", "/v1/sandboxes?wait=true", {"template": "base", "credentials": ["tok"]}, key=ctx.key_b)
+    if st == 201:
+        ctx.created.append(d["sandbox"]["id"])
+    return st in (400, 404), "team b create with team a's credential -> %d" % st
+
+
+@attempt("cred.other_team_cannot_use_profile")
+def _(ctx):
+    st, d = ctx.json("POST", "/v1/sandboxes?wait=true", {"template": "base"}, key=ctx.key_b,
+                     headers={"X-Space-Egress-Profile": "testnet"})
+    if st == 201:
+        ctx.created.append(d["sandbox"]["id"])
+    return st in (400, 404), "team b create with team a's egress profile -> %d" % st
+
+
+# ---------------------------------------------------------------------------------------------
+# API: authentication, teams, ids, hostile requests, slow clients
+
+@attempt("api.no_key")
+def _(ctx):
+    st, _, _ = ctx.s.call("GET", "/v1/sandboxes", key=False)
+    return st == 401, "-> %d" % st
+
+
+@attempt("api.wrong_and_near_miss_keys")
+def _(ctx):
+    k = ctx.s.key
+    # (A trailing space is not a variant: HTTP strips it from header values, RFC 9110 5.5.)
+    variants = ["space_" + secrets.token_hex(24), k + "x", k[:-1], k.upper(), " " + k, k + "\t x",
+                k[:-1] + chr(ord(k[-1]) ^ 1), k[:8]]
+    codes = []
+    for v in variants:
+        st, _, _ = ctx.s.call("GET", "/v1/sandboxes", key=False, headers={"Authorization": "Bearer " + v})
+        codes.append(st)
+    st, _, _ = ctx.s.call("GET", "/v1/sandboxes", key=False, headers={"Authorization": "bearer " + k})
+    codes.append(st)
+    st, _, _ = ctx.s.call("GET", "/v1/sandboxes", key=False, headers={"Authorization": "Basic " + k})
+    codes.append(st)
+    return all(c in (401, 429) for c in codes), "codes %s" % codes
+
+
+def other_team(ctx, method, path, body=None, ok=(404,)):
+    st, _, data = ctx.call(method, path, body, key=ctx.key_b)
+    return st in ok and ctx.a.encode() not in (data or b"") or st in ok, "%s %s -> %d" % (method, path, st)
+
+
+for _m, _p, _b in (("GET", "/v1/sandboxes/{a}", None), ("POST", "/v1/sandboxes/{a}/exec", {"cmd": ["id"]}),
+                   ("GET", "/v1/sandboxes/{a}/files?path=/etc/hostname", None),
+                   ("PUT", "/v1/sandboxes/{a}/files?path=/tmp/x", None),
+                   ("DELETE", "/v1/sandboxes/{a}", None), ("POST", "/v1/sandboxes/{a}/pause", None),
+                   ("POST", "/v1/sandboxes/{a}/snapshots", {}), ("POST", "/v1/sandboxes/{a}/fork", {}),
+                   ("GET", "/v1/sandboxes/{a}/processes", None), ("GET", "/v1/sandboxes/{a}/commands", None),
+                   ("POST", "/v1/sandboxes/{a}/timeout", {"timeout_s": 1}),
+                   ("GET", "/v1/sandboxes/{a}/files/list?path=/", None)):
+    def _mk(m, p, b):
+        def f(ctx):
+            return other_team(ctx, m, p.format(a=ctx.a), b)
+        return f
+    attempt("api.other_team.%s_%s" % (_m.lower(), _p.split("{a}")[-1].strip("/").split("?")[0].replace("/", "_") or "sandbox"))(
+        _mk(_m, _p, _b))
+
+
+@attempt("api.other_team.list_and_audit")
+def _(ctx):
+    bodies = b"".join(ctx.call("GET", p, key=ctx.key_b)[2] for p in
+                      ("/v1/sandboxes", "/v1/audit?limit=1000", "/v1/credentials", "/v1/egress-profiles"))
+    leaks = [x for x in (ctx.a, ctx.b, '"tok"', '"testnet"') if x.encode() in bodies]
+    return not leaks, "team b sees %s" % leaks
+
+
+@attempt("api.other_team.snapshot_operation_ids")
+def _(ctx):
+    st, snap = ctx.json("POST", "/v1/sandboxes/%s/snapshots" % ctx.a, {"label": "xteam"})
+    st2, op = ctx.json("DELETE", "/v1/sandboxes/%s" % "sbx_doesnotexist00")  # any op id will do below
+    codes = [ctx.call("GET", "/v1/snapshots/%s" % snap["id"], key=ctx.key_b)[0],
+             ctx.call("DELETE", "/v1/snapshots/%s" % snap["id"], key=ctx.key_b)[0],
+             ctx.json("POST", "/v1/sandboxes?wait=true", {"from_snapshot": snap["id"]}, key=ctx.key_b)[0]]
+    # The create operation of sandbox a.
+    ops = [e for e in ctx.json("GET", "/v1/audit?sandbox=%s&limit=1000" % ctx.a)[1]["events"]]
+    del st2, op, ops
+    return all(c in (400, 404) for c in codes), "team b on team a's snapshot -> %s" % codes
+
+
+@attempt("api.other_team.template_import_from_host")
+def _(ctx):
+    st, d = ctx.json("POST", "/v1/templates", {"name": "stolen", "source": "/etc"}, key=ctx.key_b)
+    return st == 403, "team b import of a host directory -> %d" % st
+
+
+@attempt("api.other_team.e2b_access_token")
+def _(ctx):
+    codes = []
+    for tok in (None, "0" * 64, secrets.token_hex(32)):
+        h = {"E2b-Sandbox-Id": ctx.a, "E2b-Sandbox-Port": "49983", "Content-Type": "application/json"}
+        if tok:
+            h["X-Access-Token"] = tok
+        st, _, _ = ctx.s.call("POST", "/filesystem.Filesystem/Stat", raw=b'{"path":"/etc/hostname"}', key=False, headers=h)
+        codes.append(st)
+    return all(c in (401, 403, 404) for c in codes), "envd calls without the sandbox's token -> %s" % codes
+
+
+@attempt("api.guess_ids")
+def _(ctx):
+    alphabet = string.ascii_letters + string.digits
+    ids = [ctx.a, ctx.b]
+    suffix_len = len(ctx.a) - 4
+    codes = set()
+    for _ in range(150):
+        guess = "sbx_" + "".join(random.choice(alphabet) for _ in range(suffix_len))
+        codes.add(ctx.call("GET", "/v1/sandboxes/" + guess)[0])
+    # Ids are long and random: no shared prefix beyond chance, no counter.
+    common = os.path.commonprefix(ids)
+    return codes == {404} and suffix_len >= 16 and len(common) <= 6, \
+        "150 guesses -> %s; id suffix %d chars; common prefix %r" % (sorted(codes), suffix_len, common)
+
+
+@attempt("api.route_traversal")
+def _(ctx):
+    codes = []
+    for p in ("/v1/sandboxes/../../etc/passwd", "/v1/sandboxes/%2e%2e%2f%2e%2e/files", "/v1/sandboxes/sbx_x%2f..%2f..",
+              "/v1/sandboxes/" + ctx.a + "/../../sandboxes", "/v1/sandboxes/%00", "/v1/sandboxes/sbx_" + "a" * 5000,
+              "/v1/sandboxes/" + ctx.a + "%2f..%2f..%2fsandboxes"):
+        codes.append(ctx.call("GET", p)[0])
+    # Empty segments collapse ("//v1//sandboxes//" is the caller's own list), never another team's.
+    st, _, body = ctx.call("GET", "//v1//sandboxes//", key=ctx.key_b)
+    return all(c in (400, 404, 405, 414, 413) for c in codes) and ctx.a.encode() not in body, \
+        "codes %s; team b's //v1//sandboxes// -> %d without team a's ids" % (codes, st)
+
+
+def raw_request(ctx, data, read_timeout=10):
+    s = socket.create_connection(("127.0.0.1", ctx.api_port), timeout=read_timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if b"\r\n\r\n" in out and len(out) > 12:
+                break
+        return out
+    finally:
+        s.close()
+
+
+def alive(ctx):
+    st, _, _ = ctx.s.call("GET", "/healthz", key=False, timeout=10)
+    return st == 200 and ctx.s.proc.poll() is None
+
+
+@attempt("api.oversized_body")
+def _(ctx):
+    head = ("PUT /v1/sandboxes/%s/files?path=/tmp/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+            "Content-Length: %d\r\n\r\n" % (ctx.a, ctx.s.key, 200 << 20)).encode()
+    s = socket.create_connection(("127.0.0.1", ctx.api_port), timeout=20)
+    s.sendall(head)
+    out = b""
+    try:
+        for _ in range(64):
+            s.sendall(b"x" * (1 << 20))
+    except OSError:
+        pass
+    try:
+        out = s.recv(4096)
+    except OSError:
+        pass
+    s.close()
+    return b" 413 " in out[:20] and alive(ctx), "200 MiB upload -> %r" % out[:40]
+
+
+@attempt("api.oversized_headers")
+def _(ctx):
+    out = raw_request(ctx, b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (200 << 10) + b"\r\n\r\n")
+    return (out == b"" or b" 413 " in out[:20] or b" 400 " in out[:20]) and alive(ctx), "-> %r" % out[:40]
+
+
+@attempt("api.oversized_json_fields")
+def _(ctx):
+    codes = [ctx.json("POST", "/v1/sandboxes/%s/exec" % ctx.a, {"cmd": ["true"] * 100000})[0],
+             ctx.json("POST", "/v1/sandboxes/%s/exec" % ctx.a, {"cmd": ["true"], "env": {"K%d" % i: "v" for i in range(20000)}})[0],
+             ctx.json("POST", "/v1/sandboxes", {"metadata": {"k": "v" * (1 << 20)}})[0],
+             ctx.json("POST", "/v1/sandboxes/%s/exec" % ctx.a, {"cmd": ["x" * (4 << 20)]})[0]]
+    return all(c in (400, 413) for c in codes) and alive(ctx), "codes %s" % codes
+
+
+@attempt("api.deeply_nested_json")
+def _(ctx):
+    codes = []
+    for body in (b"[" * 5000000, b'{"a":' * 2000000 + b"1" + b"}" * 2000000, b'{"cmd":' + b"[" * 3000000 + b"]" * 3000000 + b"}"):
+        codes.append(ctx.call("POST", "/v1/sandboxes/%s/exec" % ctx.a, raw=body, timeout=60)[0])
+    return all(c == 400 for c in codes) and alive(ctx), "codes %s" % codes
+
+
+@attempt("api.malformed_json_and_types")
+def _(ctx):
+    bodies = [b"{", b"\xff\xfe", b'{"cmd": "id"}', b'{"cmd": [1,2]}', b'{"cmd": ["id"], "timeout_s": -1}',
+              b'{"cmd": ["id"], "timeout_s": 1e309}', b'{"cmd": ["id"], "user": "../../root"}',
+              b'{"cmd": ["id"], "env": {"A=B": "x"}}', b'{"cmd": ["id"], "unknown": 1}', b"null", b'"str"',
+              b'{"cmd": ["a\\u0000b"]}']
+    codes = [ctx.call("POST", "/v1/sandboxes/%s/exec" % ctx.a, raw=b)[0] for b in bodies]
+    return all(c == 400 for c in codes) and alive(ctx), "codes %s" % codes
+
+
+@attempt("api.malformed_http")
+def _(ctx):
+    outs = []
+    for data in (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(200), b"GET\r\n\r\n",
+                 b"GET / HTTP/9.9\r\n\r\n", b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+                 b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzzzz\r\n\r\n",
+                 b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", os.urandom(4096)):
+        outs.append(raw_request(ctx, data, read_timeout=15)[:12])
+    return alive(ctx) and all(b" 200 " not in o for o in outs), "answers %s" % outs
+
+
+@attempt("api.request_smuggling")
+def _(ctx):
+    smuggle = (b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"0\r\n\r\nGET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ctx.s.key.encode() + b"\r\n\r\n")
+    out = raw_request(ctx, smuggle, read_timeout=10)
+    # Either refused, or both read as what they are; never a second request parsed out of a body.
+    return b" 200 " not in out[:12] or out.count(b"HTTP/1.1") <= 1, "answer %r" % out[:60]
+
+
+@attempt("api.slowloris_headers")
+def _(ctx):
+    socks, closed = [], []
+    for _ in range(40):
+        s = socket.create_connection(("127.0.0.1", ctx.api_port), timeout=5)
+        s.sendall(b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    t0 = time.time()
+    served = 0
+    # While they dribble, ordinary clients are served.
+    while time.time() - t0 < 25 and len(closed) < len(socks):
+        for s in socks:
+            if s in closed:
+                continue
+            try:
+                s.sendall(b"X-a: b\r\n")
+                s.settimeout(0.01)
+                if s.recv(1) == b"":
+                    closed.append(s)
+            except socket.timeout:
+                pass
+            except OSError:
+                closed.append(s)
+        served += alive(ctx)
+        time.sleep(1)
+    took = time.time() - t0
+    for s in socks:
+        s.close()
+    return len(closed) == len(socks) and served >= 3, \
+        "%d/%d dribbling connections dropped after %.0fs; %d ordinary requests served meanwhile" % (
+            len(closed), len(socks), took, served)
+
+
+@attempt("api.slow_body")
+def _(ctx):
+    s = socket.create_connection(("127.0.0.1", ctx.api_port), timeout=5)
+    s.sendall(("POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{"
+               % (ctx.a, ctx.s.key)).encode())
+    t0 = time.time()
+    dropped = False
+    s.settimeout(1)
+    while time.time() - t0 < 45:
+        try:
+            if s.recv(100) == b"":
+                dropped = True
+                break
+        except socket.timeout:
+            pass
+        except OSError:
+            dropped = True
+            break
+    took = time.time() - t0
+    s.close()
+    return dropped and alive(ctx), "a body that never completes is dropped after %.0fs" % took
+
+
+@attempt("api.slow_reader")
+def _(ctx):
+    ctx.sh(ctx.a, "head -c 50000000 /dev/zero > /tmp/big.bin")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", ctx.api_port))
+    s.sendall(("GET /v1/sandboxes/%s/files?path=/tmp/big.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+               % (ctx.a, ctx.s.key)).encode())
+    time.sleep(2)
+    ok = alive(ctx) and ctx.sh(ctx.b, "echo ok")["stdout"] == "ok\n"
+    s.close()
+    return ok, "a client that stops reading a 50 MB download does not stall others"
+
+
+@attempt("api.connection_flood_recovers")
+def _(ctx):
+    socks = []
+    for _ in range(300):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", ctx.api_port), timeout=5))
+        except OSError:
+            break
+    during = alive(ctx)
+    for s in socks:
+        s.close()
+    time.sleep(1)
+    return during and alive(ctx), "%d idle connections open: server still answers" % len(socks)
+
+
+@attempt("api.rate_limit_per_key")
+def _(ctx):
+    codes, retry, body = [], None, None
+    for _ in range(400):
+        st, hdr, data = ctx.call("GET", "/v1/sandboxes", key=ctx.key_b, retry=False)
+        codes.append(st)
+        if st == 429:
+            retry, body = hdr.get("Retry-After"), json.loads(data)
+            break
+    # The other key is not limited by team b's burst.
+    st_a = ctx.call("GET", "/v1/sandboxes", retry=False)[0]
+    ok = codes[-1] == 429 and retry and int(retry) >= 1 and body.get("code") == "resource_exhausted" and st_a == 200
+    if ok:
+        time.sleep(int(retry))
+        ok = ctx.call("GET", "/v1/sandboxes", key=ctx.key_b, retry=False)[0] == 200
+    return ok, "429 after %d requests, Retry-After %s, body %s; other key %d" % (len(codes), retry, body, st_a)
+
+
+@attempt("api.key_guessing_throttled")
+def _(ctx):
+    codes = []
+    for _ in range(400):
+        st, _, _ = ctx.s.call("GET", "/v1/sandboxes", key=False,
+                              headers={"Authorization": "Bearer space_" + secrets.token_hex(24)})
+        codes.append(st)
+        if st == 429:
+            break
+    time.sleep(3)
+    return codes[-1] == 429 and set(codes) <= {401, 429}, "%d guesses, then %d" % (len(codes), codes[-1])
+
+
+@attempt("api.keys_stored_hashed")
+def _(ctx):
+    db = sqlite3.connect(os.path.join(ctx.s.data_dir, "state.db"), timeout=30)
+    rows = db.execute("SELECT key_sha256 FROM api_keys").fetchall()
+    db.close()
+    raw = open(os.path.join(ctx.s.data_dir, "state.db"), "rb").read()
+    plain = ctx.s.key.encode() in raw or ctx.key_b.encode() in raw
+    return rows and all(re.fullmatch(r"[0-9a-f]{64}", r[0]) for r in rows) and not plain, \
+        "%d keys, all SHA-256 hex; key text in the database file: %s" % (len(rows), plain)
+
+
+# ---------------------------------------------------------------------------------------------
+# The hostile guest: a sandbox's root forges frames on spaced's channel to the node
+
+@attempt("guest.forged_frames_node_survives")
+def _(ctx):
+    sid = ctx.create(profiles=None)
+    ctx.created.append(sid)
+    with open(os.path.join(HERE, "probe.py"), "rb") as f:
+        ctx.put_file(sid, "/tmp/probe.py", f.read())
+    cfg = {"forge_frames": True, "only": ["guest.forged_frames_to_node"]}
+    st, d = ctx.json("POST", "/v1/sandboxes/%s/exec" % sid,
+                     {"cmd": ["python3", "/tmp/probe.py", json.dumps(cfg)], "timeout_s": 30}, timeout=60)
+    time.sleep(1)
+    ok = alive(ctx) and ctx.sh(ctx.b, "echo ok")["stdout"] == "ok\n"
+    st2, rec = ctx.json("GET", "/v1/sandboxes/%s" % sid)
+    return ok, "node alive, neighbour works; forging sandbox now %s (exec -> %s)" % (
+        rec.get("state") if isinstance(rec, dict) else rec, st)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def print_table(results):
+    w = max(len(r["case"]) for r in results) + 2
+    print("\n%-*s %-5s %-7s %s" % (w, "ATTEMPT", "AS", "VERDICT", "DETAIL"))
+    for r in results:
+        print("%-*s %-5s %-7s %s" % (w, r["case"], r["user"], "HELD" if r["held"] else "BROKEN", r["detail"][:110]))
+    broken = [r for r in results if not r["held"]]
+    print("\n%d attempts: %d held, %d broken" % (len(results), len(results) - len(broken), len(broken)))
+    return broken
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--rate-limit", default="50:100", help="the server's --api-rate-limit")
+    args = ap.parse_args()
+    if not is_root():
+        print("tests/security: needs root; skipped")
+        return 0
+    t0 = time.time()
+    ctx = Ctx()
+    try:
+        setup(ctx, args.rate_limit)
+        in_sandbox_attempts(ctx)
+        for run in HOST_ATTEMPTS:
+            t = time.time()
+            run(ctx)
+            print("  %-55s %5.1fs  %s" % (run.case_name, time.time() - t, "held" if RESULTS[-1]["held"] else "BROKEN"),
+                  flush=True)
+    finally:
+        teardown(ctx)
+    broken = print_table(RESULTS)
+    print("wall time %.0fs" % (time.time() - t0))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(RESULTS, f, indent=1)
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
