@@ -546,6 +546,11 @@ def main():
                              "10" if quick else "10,100", "--n", "5" if quick else "10"],
                             capture_output=True, text=True, env=dict(os.environ, SPACE_BIN=SPACE_BIN))
         R["lifecycle"] = lc.stdout if lc.returncode == 0 else "lifecycle.py failed:\n\n```\n%s\n```\n" % lc.stderr[-2000:]
+        log("egress")
+        eg = subprocess.run([sys.executable, os.path.join(HERE, "egress.py"), "--n", "50" if quick else "200",
+                             "--mib", "32" if quick else "128"],
+                            capture_output=True, text=True, env=dict(os.environ, SPACE_BIN=SPACE_BIN))
+        R["egress"] = eg.stdout if eg.returncode == 0 else "egress.py failed:\n\n```\n%s\n```\n" % eg.stderr[-2000:]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     finished = datetime.datetime.now(datetime.timezone.utc)
@@ -688,6 +693,12 @@ def report(R, args, n, density, levels, stream_mib, host, started, finished, qui
 
     L.append("## 5. Lifecycle (bench/lifecycle.py, in this run)\n")
     L.append(R["lifecycle"])
+
+    L.append("## 5b. Egress gateway (bench/egress.py, in this run)\n")
+    L.append("Through the gateway from a sandbox, against the same client run directly on the host to the "
+             "same upstream (a network namespace reached through a veth). The upstream is Python's http.server, "
+             "so direct figures are the upstream's own cost as much as the network's.\n")
+    L.append(R.get("egress", "not run\n"))
 
     L.append("## 6. Where create time goes (timings.steps over the %d cold and %d warm creates)\n" % (n, n))
     L.append(profile(cold, "cold"))
