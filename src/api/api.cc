@@ -26,18 +26,6 @@ std::string Sha256Hex(std::string_view s) {
   return out;
 }
 
-std::vector<std::string> Split(const std::string& path) {
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i < path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    if (j > i) parts.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return parts;
-}
-
 }  // namespace
 
 nlohmann::json SandboxJson(const store::SandboxRecord& r) {
@@ -154,7 +142,7 @@ void Api::Handle(Request& req, Responder& res) {
 }
 
 void Api::Route(Request& req, Responder& res) {
-  auto p = Split(req.path);
+  auto p = SplitPath(req.path);
   const std::string& m = req.method;
   auto not_found = [&] { res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256))); };
   if (p.empty() || (p[0] != "v1" && !(p.size() == 1 && p[0] == "metrics"))) return not_found();

@@ -14,6 +14,18 @@ std::string Request::Header(const std::string& lower_name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
 Result<std::string> UrlDecode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());

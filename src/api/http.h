@@ -60,4 +60,7 @@ Status ParseTarget(std::string_view target, Request* req);
 // Decodes %XX and '+' (in queries). Fails on malformed escapes and NUL bytes.
 Result<std::string> UrlDecode(std::string_view s, bool plus_is_space);
 
+// The non-empty segments of a decoded path ("/v1//sandboxes/x" -> {"v1", "sandboxes", "x"}).
+std::vector<std::string> SplitPath(const std::string& path);
+
 }  // namespace space::api

@@ -16,18 +16,6 @@ constexpr int64_t kWaitMs = 55000;
 constexpr int64_t kMaxTimeoutS = 7 * 86400;
 constexpr int kMaxListLimit = 1000;
 
-std::vector<std::string> Split(const std::string& path) {
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i < path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    if (j > i) parts.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return parts;
-}
-
 // E2B's template names for "a general-purpose Linux box": both map to SPACE's base.
 std::string TemplateFor(const std::string& e2b_name) {
   if (e2b_name.empty() || e2b_name == "code-interpreter-v1" || e2b_name == "code-interpreter") return "base";
@@ -99,7 +87,7 @@ nlohmann::json E2b::SandboxJson(const store::SandboxRecord& r) const {
 }
 
 void E2b::Control(api::Request& req, api::Responder& res) {
-  auto p = Split(req.path);
+  auto p = api::SplitPath(req.path);
   const std::string& m = req.method;
   auto not_found = [&] {
     SendControlError(res, 404, "SPACE does not serve " + m + " " + req.path.substr(0, 200) + " (see docs/e2b.md)");

@@ -167,6 +167,19 @@ def space_cgroups(sid=None, data_dir=None):
     return found
 
 
+def sandbox_pids(sid, data_dir):
+    """Host pids of every process of sandbox `sid` (from its cgroups, v1 or v2)."""
+    pids = set()
+    for cg in space_cgroups(sid, data_dir):
+        for name in ("cgroup.procs", "tasks"):
+            try:
+                with open(os.path.join(cg, name)) as f:
+                    pids.update(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    return pids
+
+
 def processes_with_uid_at_least(uid):
     out = []
     for pid in os.listdir("/proc"):

@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "egress"))
-from harness import SPACE_BIN, Server, is_root, space_cgroups  # noqa: E402
+from harness import SPACE_BIN, Server, is_root, sandbox_pids  # noqa: E402
 from testnet import HOST_IP, UPSTREAM_IP, TestNet  # noqa: E402
 
 SECRET = "s3cr3t-EGRESS-test-7f1c9a"
@@ -197,14 +197,7 @@ class EgressTest(unittest.TestCase):
         root = os.path.join(self.s.data_dir, "pool", "sandboxes", self.a)
         r = subprocess.run(["grep", "-rla", "--no-messages", SECRET, root], capture_output=True, text=True)
         self.assertEqual(r.stdout, "", "secret found in the sandbox's files")
-        pids = set()
-        for cg in space_cgroups(self.a, self.s.data_dir):
-            for name in ("cgroup.procs", "tasks"):
-                try:
-                    with open(os.path.join(cg, name)) as f:
-                        pids.update(int(x) for x in f.read().split())
-                except OSError:
-                    pass
+        pids = sandbox_pids(self.a, self.s.data_dir)
         self.assertGreater(len(pids), 1)
         secret, placeholder_seen = SECRET.encode(), False
         for pid in pids:

@@ -31,7 +31,7 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "integration", "egress"))
-from harness import SPACE_BIN, Server, is_root, space_cgroups  # noqa: E402
+from harness import SPACE_BIN, Server, is_root, sandbox_pids  # noqa: E402
 from testnet import UPSTREAM_IP, TestNet  # noqa: E402
 
 SECRET = "s3cr3t-SECURITY-suite-" + secrets.token_hex(6)
@@ -399,14 +399,7 @@ def _(ctx):
                   "headers={\"Authorization\": \"Bearer \"+os.environ[\"TOKEN\"]})).read(); time.sleep(120)' "
                   ">/dev/null 2>&1 &")
     time.sleep(2)
-    pids = set()
-    for cg in space_cgroups(ctx.a, ctx.s.data_dir):
-        for name in ("cgroup.procs", "tasks"):
-            try:
-                with open(os.path.join(cg, name)) as f:
-                    pids.update(int(x) for x in f.read().split())
-            except OSError:
-                pass
+    pids = sandbox_pids(ctx.a, ctx.s.data_dir)
     found = []
     for pid in pids:
         try:
