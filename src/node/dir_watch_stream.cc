@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node/guest_error.h"
+
 namespace space::node {
 namespace {
 
@@ -22,19 +24,8 @@ std::optional<DirChange::Type> ParseType(const std::string& t) {
 
 // The guest's kError as a Status; only the words a watch may end with are honoured.
 Status GuestError(const std::string& payload) {
-  auto j = nlohmann::json::parse(payload, nullptr, false);
-  std::string msg = "the directory watch failed in the guest";
-  StatusCode code = StatusCode::kInternal;
-  if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-    msg = j["message"].get<std::string>().substr(0, 1024);
-  }
-  if (j.is_object() && j.contains("code") && j["code"].is_string()) {
-    const std::string c = j["code"];
-    if (c == "not_found") code = StatusCode::kNotFound;
-    if (c == "invalid_argument") code = StatusCode::kInvalidArgument;
-    if (c == "resource_exhausted") code = StatusCode::kResourceExhausted;
-  }
-  return Status(code, msg);
+  return GuestErrorStatus(payload, "the directory watch failed in the guest",
+                          {StatusCode::kNotFound, StatusCode::kInvalidArgument, StatusCode::kResourceExhausted});
 }
 
 }  // namespace

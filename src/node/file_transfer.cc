@@ -1,5 +1,7 @@
 #include "node/file_transfer.h"
 
+#include "node/guest_error.h"
+
 namespace space::node {
 
 Result<nlohmann::json> FileTransfer::WaitResult(int64_t timeout_ms) {
@@ -47,22 +49,10 @@ void FileTransfer::OnFrame(guest::Frame frame) {
       }
       break;
     case guest::FrameType::kError: {
-      auto j = nlohmann::json::parse(frame.payload, nullptr, false);
-      std::string msg = "file operation failed in the guest";
-      StatusCode code = StatusCode::kInternal;
-      if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-        msg = j["message"].get<std::string>().substr(0, 1024);
-      }
-      if (j.is_object() && j.contains("code") && j["code"].is_string()) {
-        // Only the words a file operation may legitimately fail with are honoured.
-        const std::string c = j["code"];
-        if (c == "not_found") code = StatusCode::kNotFound;
-        if (c == "invalid_argument") code = StatusCode::kInvalidArgument;
-        if (c == "conflict") code = StatusCode::kConflict;
-        if (c == "permission_denied") code = StatusCode::kPermissionDenied;
-        if (c == "resource_exhausted") code = StatusCode::kResourceExhausted;
-      }
-      error_ = Status(code, msg);
+      // Only the words a file operation may legitimately fail with are honoured.
+      error_ = GuestErrorStatus(frame.payload, "file operation failed in the guest",
+                                {StatusCode::kNotFound, StatusCode::kInvalidArgument, StatusCode::kConflict,
+                                 StatusCode::kPermissionDenied, StatusCode::kResourceExhausted});
       break;
     }
     default:
