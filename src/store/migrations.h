@@ -116,6 +116,35 @@ CREATE TABLE sandbox_credentials (
   PRIMARY KEY (sandbox, name)
 );
 )sql",
+    // 5: the fleet: node agents and their heartbeats, and leased control-plane jobs.
+    R"sql(
+CREATE TABLE nodes (
+  name TEXT PRIMARY KEY,
+  url TEXT NOT NULL,
+  state TEXT NOT NULL,
+  capacity BIGINT NOT NULL,
+  live BIGINT NOT NULL,
+  templates_json TEXT NOT NULL,
+  heartbeat_at_ms BIGINT NOT NULL,
+  started_at_ms BIGINT NOT NULL
+);
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  target TEXT NOT NULL,
+  team TEXT NOT NULL,
+  payload_json TEXT NOT NULL,
+  state TEXT NOT NULL,
+  holder TEXT NOT NULL,
+  lease_until_ms BIGINT NOT NULL,
+  attempts BIGINT NOT NULL,
+  error TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  finished_at_ms BIGINT NOT NULL
+);
+CREATE INDEX jobs_state ON jobs (state, lease_until_ms);
+CREATE INDEX sandboxes_node ON sandboxes (node, state);
+)sql",
 };
 
 }  // namespace space::store

@@ -149,6 +149,47 @@ constexpr Statement kPutApiKey{"put_api_key",
                                "ON CONFLICT (key_sha256) DO UPDATE SET team = excluded.team, name = excluded.name"};
 constexpr Statement kTeamForApiKey{"team_for_api_key", "SELECT team FROM api_keys WHERE key_sha256 = $1"};
 
+#define NODE_COLS "name, url, state, capacity, live, templates_json, heartbeat_at_ms, started_at_ms"
+#define JOB_COLS \
+  "id, kind, target, team, payload_json, state, holder, lease_until_ms, attempts, error, created_at_ms, finished_at_ms"
+
+constexpr Statement kHeartbeatNode{
+    "heartbeat_node",
+    "INSERT INTO nodes (" NODE_COLS ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT (name) DO UPDATE SET "
+    "url = excluded.url, state = CASE WHEN nodes.state = 'draining' THEN 'draining' ELSE excluded.state END, "
+    "capacity = excluded.capacity, live = excluded.live, templates_json = excluded.templates_json, "
+    "heartbeat_at_ms = excluded.heartbeat_at_ms, started_at_ms = excluded.started_at_ms"};
+constexpr Statement kListNodes{"list_nodes", "SELECT " NODE_COLS " FROM nodes ORDER BY name"};
+constexpr Statement kSetNodeState{"set_node_state", "UPDATE nodes SET state = $1 WHERE name = $2 RETURNING name"};
+constexpr Statement kClaimLostNodes{
+    "claim_lost_nodes",
+    "UPDATE nodes SET state = 'lost' WHERE state <> 'lost' AND heartbeat_at_ms < $1 RETURNING name"};
+constexpr Statement kReturnResumingOfNode{
+    "return_resuming_of_node",
+    "UPDATE sandboxes SET state = 'suspended', uid_slot = -1 WHERE node = $1 AND state = 'resuming' RETURNING id"};
+constexpr Statement kFailSandboxesOfNode{
+    "fail_sandboxes_of_node",
+    "UPDATE sandboxes SET state = 'failed', error = $1, uid_slot = -1 WHERE node = $2 "
+    "AND state NOT IN ('suspended', 'destroyed', 'failed') RETURNING id"};
+constexpr Statement kClaimSandbox{
+    "claim_sandbox", "UPDATE sandboxes SET state = $1, node = $2 WHERE id = $3 AND state = $4 RETURNING id"};
+constexpr Statement kPutJob{
+    "put_job",
+    "INSERT INTO jobs (" JOB_COLS ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) ON CONFLICT (id) DO UPDATE SET "
+    "payload_json = excluded.payload_json, state = excluded.state, holder = excluded.holder, "
+    "lease_until_ms = excluded.lease_until_ms, attempts = excluded.attempts, error = excluded.error, "
+    "finished_at_ms = excluded.finished_at_ms"};
+constexpr Statement kListJobs{"list_jobs",
+                              "SELECT " JOB_COLS " FROM jobs WHERE ($1 = '' OR target = $1) ORDER BY created_at_ms, id"};
+// SKIP LOCKED: a replica never waits behind another's claim; it takes the next job instead.
+constexpr Statement kClaimJob{
+    "claim_job",
+    "UPDATE jobs SET holder = $1, lease_until_ms = $2, attempts = attempts + 1 WHERE id = (SELECT id FROM jobs "
+    "WHERE state = 'pending' AND lease_until_ms < $3 ORDER BY created_at_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+    "RETURNING " JOB_COLS};
+
+#undef NODE_COLS
+#undef JOB_COLS
 #undef SANDBOX_COLS
 #undef SNAPSHOT_COLS
 #undef OPERATION_COLS
@@ -390,7 +431,74 @@ class PostgresStore : public Store {
     return rows.Text(0, 0);
   }
 
+  Status HeartbeatNode(const NodeRecord& r) override {
+    return Exec("HeartbeatNode", kHeartbeatNode,
+                {r.name, r.url, r.state, r.capacity, r.live, r.templates_json, r.heartbeat_at_ms, r.started_at_ms});
+  }
+
+  Result<std::vector<NodeRecord>> ListNodes() override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListNodes", kListNodes, {}));
+    std::vector<NodeRecord> out;
+    for (int i = 0; i < rows.size(); ++i) {
+      out.push_back({rows.Text(i, 0), rows.Text(i, 1), rows.Text(i, 2), rows.Int(i, 3), rows.Int(i, 4),
+                     rows.Text(i, 5), rows.Int(i, 6), rows.Int(i, 7)});
+    }
+    return out;
+  }
+
+  Status SetNodeState(const std::string& name, const std::string& state) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("SetNodeState", kSetNodeState, {state, name}));
+    if (rows.size() == 0) return NotFound("node " + name + " not found");
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ClaimLostNodes(int64_t cutoff_ms) override {
+    // Not retried: had the first attempt committed, a retry would return nothing and the
+    // claimed nodes' sandboxes would never be failed.
+    ASSIGN_OR_RETURN(PgRows rows, Query("ClaimLostNodes", kClaimLostNodes, {cutoff_ms}, Retry::kNever));
+    std::vector<std::string> out;
+    for (int i = 0; i < rows.size(); ++i) out.push_back(rows.Text(i, 0));
+    return out;
+  }
+
+  Result<int64_t> FailSandboxesOfNode(const std::string& node, const std::string& reason) override {
+    ASSIGN_OR_RETURN(PgRows back, Query("FailSandboxesOfNode", kReturnResumingOfNode, {node}));
+    ASSIGN_OR_RETURN(PgRows failed, Query("FailSandboxesOfNode", kFailSandboxesOfNode, {reason, node}));
+    return static_cast<int64_t>(back.size() + failed.size());
+  }
+
+  Result<bool> ClaimSandbox(const std::string& id, const std::string& from_state, const std::string& to_state,
+                            const std::string& node) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ClaimSandbox", kClaimSandbox, {to_state, node, id, from_state}, Retry::kNever));
+    return rows.size() > 0;
+  }
+
+  Status PutJob(const JobRecord& r) override {
+    return Exec("PutJob", kPutJob,
+                {r.id, r.kind, r.target, r.team, r.payload_json, r.state, r.holder, r.lease_until_ms, r.attempts,
+                 r.error, r.created_at_ms, r.finished_at_ms});
+  }
+
+  Result<std::vector<JobRecord>> ListJobs(const std::string& target) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListJobs", kListJobs, {target}));
+    std::vector<JobRecord> out;
+    for (int i = 0; i < rows.size(); ++i) out.push_back(ReadJob(rows, i));
+    return out;
+  }
+
+  Result<std::optional<JobRecord>> ClaimJob(const std::string& holder, int64_t now_ms,
+                                            int64_t lease_until_ms) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ClaimJob", kClaimJob, {holder, lease_until_ms, now_ms}, Retry::kNever));
+    if (rows.size() == 0) return std::optional<JobRecord>();
+    return std::optional<JobRecord>(ReadJob(rows, 0));
+  }
+
  private:
+  static JobRecord ReadJob(const PgRows& s, int i) {
+    return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4),  s.Text(i, 5),
+            s.Text(i, 6), s.Int(i, 7),  s.Int(i, 8),  s.Text(i, 9), s.Int(i, 10), s.Int(i, 11)};
+  }
+
   static CredentialRecord ReadCredential(const PgRows& s, int i) {
     return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), s.Int(i, 4)};
   }

@@ -9,6 +9,7 @@
 
 #include "store/pg_connection.h"
 #include "store/pg_test_db.h"
+#include "store/postgres_migrations.h"
 #include "store/postgres_store.h"
 
 namespace space::store {
@@ -48,9 +49,10 @@ TEST_F(PostgresStoreTest, ServersStartingTogetherMigrateOnce) {
   auto rows = admin->Run({"t_versions", "SELECT count(*), min(version), max(version) FROM schema_migrations"}, {},
                          "test");
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
-  EXPECT_EQ(rows->Int(0, 0), 4);
+  const int64_t kVersions = static_cast<int64_t>(std::size(kPostgresMigrations));
+  EXPECT_EQ(rows->Int(0, 0), kVersions);
   EXPECT_EQ(rows->Int(0, 1), 1);
-  EXPECT_EQ(rows->Int(0, 2), 4);
+  EXPECT_EQ(rows->Int(0, 2), kVersions);
 }
 
 TEST_F(PostgresStoreTest, RefusesSchemaFromANewerBinary) {

@@ -462,7 +462,123 @@ class SqliteStore : public Store {
     return s.Text(0);
   }
 
+  // Fleet: nodes and jobs. The SQL matches postgres_store.cc; SQLite has no SKIP LOCKED, and
+  // needs none: its one connection serializes every claim.
+  Status HeartbeatNode(const NodeRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked(
+        "INSERT INTO nodes (name, url, state, capacity, live, templates_json, heartbeat_at_ms, started_at_ms) "
+        "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (name) DO UPDATE SET url = excluded.url, "
+        "state = CASE WHEN nodes.state = 'draining' THEN 'draining' ELSE excluded.state END, "
+        "capacity = excluded.capacity, live = excluded.live, templates_json = excluded.templates_json, "
+        "heartbeat_at_ms = excluded.heartbeat_at_ms, started_at_ms = excluded.started_at_ms",
+        {r.name, r.url, r.state, r.capacity, r.live, r.templates_json, r.heartbeat_at_ms, r.started_at_ms});
+  }
+
+  Result<std::vector<NodeRecord>> ListNodes() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT " + std::string(kNodeCols) + " FROM nodes ORDER BY name");
+    RETURN_IF_ERROR(s.Bind({}));
+    std::vector<NodeRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Int(3), s.Int(4), s.Text(5), s.Int(6), s.Int(7)});
+    }
+    return out;
+  }
+
+  Status SetNodeState(const std::string& name, const std::string& state) override {
+    ASSIGN_OR_RETURN(auto names, Column("UPDATE nodes SET state = ? WHERE name = ? RETURNING name", {state, name}));
+    if (names.empty()) return NotFound("node " + name + " not found");
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ClaimLostNodes(int64_t cutoff_ms) override {
+    return Column("UPDATE nodes SET state = 'lost' WHERE state <> 'lost' AND heartbeat_at_ms < ? RETURNING name",
+                  {cutoff_ms});
+  }
+
+  Result<int64_t> FailSandboxesOfNode(const std::string& node, const std::string& reason) override {
+    ASSIGN_OR_RETURN(auto back, Column("UPDATE sandboxes SET state = 'suspended', uid_slot = -1 "
+                                       "WHERE node = ? AND state = 'resuming' RETURNING id",
+                                       {node}));
+    ASSIGN_OR_RETURN(auto failed, Column("UPDATE sandboxes SET state = 'failed', error = ?, uid_slot = -1 "
+                                         "WHERE node = ? AND state NOT IN ('suspended', 'destroyed', 'failed') "
+                                         "RETURNING id",
+                                         {reason, node}));
+    return static_cast<int64_t>(back.size() + failed.size());
+  }
+
+  Result<bool> ClaimSandbox(const std::string& id, const std::string& from_state, const std::string& to_state,
+                            const std::string& node) override {
+    ASSIGN_OR_RETURN(auto ids, Column("UPDATE sandboxes SET state = ?, node = ? WHERE id = ? AND state = ? RETURNING id",
+                                      {to_state, node, id, from_state}));
+    return !ids.empty();
+  }
+
+  Status PutJob(const JobRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked(std::string("INSERT INTO jobs (") + kJobCols +
+                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
+                         "payload_json = excluded.payload_json, state = excluded.state, holder = excluded.holder, "
+                         "lease_until_ms = excluded.lease_until_ms, attempts = excluded.attempts, "
+                         "error = excluded.error, finished_at_ms = excluded.finished_at_ms",
+                     {r.id, r.kind, r.target, r.team, r.payload_json, r.state, r.holder, r.lease_until_ms, r.attempts,
+                      r.error, r.created_at_ms, r.finished_at_ms});
+  }
+
+  Result<std::vector<JobRecord>> ListJobs(const std::string& target) override {
+    return QueryJobs(std::string("SELECT ") + kJobCols + " FROM jobs WHERE (? = '' OR target = ?) ORDER BY created_at_ms, id",
+                     {target, target});
+  }
+
+  Result<std::optional<JobRecord>> ClaimJob(const std::string& holder, int64_t now_ms,
+                                            int64_t lease_until_ms) override {
+    ASSIGN_OR_RETURN(auto jobs, QueryJobs(std::string("UPDATE jobs SET holder = ?, lease_until_ms = ?, "
+                                                      "attempts = attempts + 1 WHERE id = (SELECT id FROM jobs "
+                                                      "WHERE state = 'pending' AND lease_until_ms < ? "
+                                                      "ORDER BY created_at_ms, id LIMIT 1) RETURNING ") +
+                                              kJobCols,
+                                          {holder, lease_until_ms, now_ms}));
+    if (jobs.empty()) return std::optional<JobRecord>();
+    return std::optional<JobRecord>(jobs[0]);
+  }
+
  private:
+  static constexpr const char* kNodeCols =
+      "name, url, state, capacity, live, templates_json, heartbeat_at_ms, started_at_ms";
+  static constexpr const char* kJobCols =
+      "id, kind, target, team, payload_json, state, holder, lease_until_ms, attempts, error, created_at_ms, "
+      "finished_at_ms";
+
+  // Runs `sql` and returns its first column, one string per row.
+  Result<std::vector<std::string>> Column(const std::string& sql, const std::vector<Value>& args) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, sql);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<std::string> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(s.Text(0));
+    }
+    return out;
+  }
+  Result<std::vector<JobRecord>> QueryJobs(const std::string& sql, const std::vector<Value>& args) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, sql);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<JobRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Int(7), s.Int(8),
+                     s.Text(9), s.Int(10), s.Int(11)});
+    }
+    return out;
+  }
+
   Result<std::vector<CredentialRecord>> QueryCredentials(const std::string& where, const std::vector<Value>& args) {
     std::lock_guard<std::mutex> lock(mu_);
     Stmt s(db_, "SELECT team, name, spec_json, sealed_secret, created_at_ms FROM credentials " + where);

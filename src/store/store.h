@@ -129,6 +129,35 @@ struct AuditFilter {
   int limit = 100;
 };
 
+// A node agent as it last reported itself (fleet mode: `space node`).
+struct NodeRecord {
+  std::string name;
+  std::string url;             // where servers reach its API, e.g. http://10.0.0.5:7722
+  std::string state;           // ready|draining|lost
+  int64_t capacity = 0;        // sandboxes it accepts in all
+  int64_t live = 0;            // sandboxes it runs now
+  std::string templates_json = "[]";  // names of the templates in its pool
+  int64_t heartbeat_at_ms = 0;
+  int64_t started_at_ms = 0;
+};
+
+// A unit of control-plane work (fleet mode), claimed by one server replica at a time through a
+// lease: a replica that dies mid-job lets its lease run out and another takes the job over.
+struct JobRecord {
+  std::string id;
+  std::string kind;            // migrate
+  std::string target;          // sandbox id
+  std::string team;
+  std::string payload_json = "{}";
+  std::string state;           // pending|succeeded|failed
+  std::string holder;          // replica holding the lease
+  int64_t lease_until_ms = 0;
+  int64_t attempts = 0;
+  std::string error;
+  int64_t created_at_ms = 0;
+  int64_t finished_at_ms = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -172,6 +201,29 @@ class Store {
   // in clear by mistake.
   virtual Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) = 0;
   virtual Result<std::string> TeamForApiKey(const std::string& key_sha256) = 0;  // not_found
+
+  // Fleet (fleet.md). A heartbeat inserts or refreshes a node; it keeps `draining` (set by an
+  // operator) and turns `lost` back to `ready` (the node came back and reconciled).
+  virtual Status HeartbeatNode(const NodeRecord& r) = 0;
+  virtual Result<std::vector<NodeRecord>> ListNodes() = 0;
+  virtual Status SetNodeState(const std::string& name, const std::string& state) = 0;  // not_found
+  // Marks every node whose last heartbeat is older than `cutoff_ms` lost and returns their
+  // names. One atomic update: each lost node is returned to exactly one caller.
+  virtual Result<std::vector<std::string>> ClaimLostNodes(int64_t cutoff_ms) = 0;
+  // The sandboxes a lost node held: resuming ones go back to suspended (the snapshot store
+  // still has them), every other one not suspended, destroyed or failed becomes failed with
+  // `reason`. Returns how many changed.
+  virtual Result<int64_t> FailSandboxesOfNode(const std::string& node, const std::string& reason) = 0;
+  // Compare-and-set: moves sandbox `id` from `from_state` to `to_state` on `node`. False when
+  // it was not in `from_state` (someone else got there first).
+  virtual Result<bool> ClaimSandbox(const std::string& id, const std::string& from_state, const std::string& to_state,
+                                    const std::string& node) = 0;
+  virtual Status PutJob(const JobRecord& r) = 0;  // insert or replace
+  virtual Result<std::vector<JobRecord>> ListJobs(const std::string& target) = 0;  // "" = all, oldest first
+  // Leases the oldest pending job whose lease ran out to `holder` until `lease_until_ms`
+  // (PostgreSQL: FOR UPDATE SKIP LOCKED, so replicas never wait on each other). nullopt: none.
+  virtual Result<std::optional<JobRecord>> ClaimJob(const std::string& holder, int64_t now_ms,
+                                                    int64_t lease_until_ms) = 0;
 };
 
 // True for 64 lower-case hex digits: the only form an API key is stored in.

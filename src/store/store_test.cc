@@ -314,6 +314,111 @@ TEST_P(StoreTest, CredentialsProfilesArePerTeam) {
   EXPECT_EQ((*sc)[0].placeholder, "space-cred-y");
 }
 
+TEST_P(StoreTest, NodesHeartbeatDrainAndLoss) {
+  NodeRecord a{"node-a", "http://10.0.0.1:7722", "ready", 100, 3, "[\"base\"]", 1000, 900};
+  NodeRecord b{"node-b", "http://10.0.0.2:7722", "ready", 50, 0, "[]", 1000, 900};
+  ASSERT_TRUE(store_->HeartbeatNode(a).ok());
+  ASSERT_TRUE(store_->HeartbeatNode(b).ok());
+  ASSERT_TRUE(store_->SetNodeState("node-b", "draining").ok());
+  EXPECT_EQ(store_->SetNodeState("node-z", "draining").code(), StatusCode::kNotFound);
+  b.heartbeat_at_ms = 2000;
+  ASSERT_TRUE(store_->HeartbeatNode(b).ok());  // a heartbeat keeps `draining`
+  auto nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].templates_json, "[\"base\"]");
+  EXPECT_EQ((*nodes)[1].state, "draining");
+  EXPECT_EQ((*nodes)[1].heartbeat_at_ms, 2000);
+
+  // node-a stopped heartbeating: exactly one claim gets it.
+  auto lost = store_->ClaimLostNodes(1500);
+  ASSERT_TRUE(lost.ok());
+  EXPECT_EQ(*lost, std::vector<std::string>{"node-a"});
+  auto again = store_->ClaimLostNodes(1500);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty());
+
+  auto put = [&](const std::string& id, const std::string& state, const std::string& node) {
+    auto r = Sbx(id, "t1", state);
+    r.node = node;
+    ASSERT_TRUE(store_->PutSandbox(r).ok());
+  };
+  put("sbx_1", "running", "node-a");
+  put("sbx_2", "suspended", "node-a");
+  put("sbx_3", "resuming", "node-a");
+  put("sbx_4", "destroyed", "node-a");
+  put("sbx_5", "running", "node-b");
+  auto n = store_->FailSandboxesOfNode("node-a", "node node-a lost");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(store_->GetSandbox("sbx_1")->state, "failed");
+  EXPECT_EQ(store_->GetSandbox("sbx_1")->error, "node node-a lost");
+  EXPECT_EQ(store_->GetSandbox("sbx_2")->state, "suspended");
+  EXPECT_EQ(store_->GetSandbox("sbx_3")->state, "suspended");
+  EXPECT_EQ(store_->GetSandbox("sbx_4")->state, "destroyed");
+  EXPECT_EQ(store_->GetSandbox("sbx_5")->state, "running");
+
+  // A suspended sandbox is claimed for resumption by one node only.
+  auto c1 = store_->ClaimSandbox("sbx_2", "suspended", "resuming", "node-b");
+  auto c2 = store_->ClaimSandbox("sbx_2", "suspended", "resuming", "node-c");
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  EXPECT_TRUE(*c1);
+  EXPECT_FALSE(*c2);
+  EXPECT_EQ(store_->GetSandbox("sbx_2")->node, "node-b");
+
+  // A heartbeat brings a lost node back.
+  a.heartbeat_at_ms = 3000;
+  ASSERT_TRUE(store_->HeartbeatNode(a).ok());
+  EXPECT_EQ((*store_->ListNodes())[0].state, "ready");
+}
+
+TEST_P(StoreTest, JobsAreLeasedToOneHolderAtATime) {
+  JobRecord j{"job_1", "migrate", "sbx_1", "t1", "{}", "pending", "", 0, 0, "", 10, 0};
+  ASSERT_TRUE(store_->PutJob(j).ok());
+  j.id = "job_2";
+  j.target = "sbx_2";
+  j.created_at_ms = 20;
+  ASSERT_TRUE(store_->PutJob(j).ok());
+  auto first = store_->ClaimJob("r1", 100, 5100);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ((*first)->id, "job_1");
+  EXPECT_EQ((*first)->holder, "r1");
+  EXPECT_EQ((*first)->attempts, 1);
+  auto second = store_->ClaimJob("r2", 100, 5100);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->id, "job_2");
+  auto none = store_->ClaimJob("r2", 200, 5200);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  // r1 died: once its lease ran out, another replica takes the job over.
+  auto taken = store_->ClaimJob("r2", 6000, 11000);
+  ASSERT_TRUE(taken.ok() && taken->has_value());
+  EXPECT_EQ((*taken)->id, "job_1");
+  EXPECT_EQ((*taken)->attempts, 2);
+  JobRecord done = **taken;
+  done.state = "succeeded";
+  done.finished_at_ms = 6100;
+  ASSERT_TRUE(store_->PutJob(done).ok());
+  auto all = store_->ListJobs("");
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].state, "succeeded");
+  auto one = store_->ListJobs("sbx_2");
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].id, "job_2");
+  // Finished jobs are never claimed again.
+  auto later = store_->ClaimJob("r3", 20000, 25000);
+  ASSERT_TRUE(later.ok() && later->has_value());
+  EXPECT_EQ((*later)->id, "job_2");
+  JobRecord failed = **later;
+  failed.state = "failed";
+  ASSERT_TRUE(store_->PutJob(failed).ok());
+  auto empty = store_->ClaimJob("r3", 99999, 100000);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->has_value());
+}
+
 TEST_P(StoreTest, ReopenKeepsDataAndSchema) {
   ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_a", "t1", "running")).ok());
   store_.reset();
