@@ -1,9 +1,6 @@
 // Authentication and routing.
 #include "api/api.h"
 
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
-
 #include <vector>
 
 #include "api/validate.h"
@@ -12,21 +9,6 @@
 #include "common/syscall.h"
 
 namespace space::api {
-namespace {
-
-std::string Sha256Hex(std::string_view s) {
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : d) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
-}  // namespace
 
 nlohmann::json SandboxJson(const store::SandboxRecord& r) {
   auto parse = [](const std::string& s, nlohmann::json def) {
@@ -79,52 +61,11 @@ Status Api::EnsureAdminKey(store::Store* store, const std::string& key_path) {
   if (existing.ok()) {
     std::string key = *existing;
     while (!key.empty() && (key.back() == '\n' || key.back() == ' ')) key.pop_back();
-    if (!key.empty()) return store->PutApiKey(Sha256Hex(key), "default", "admin");
+    if (!key.empty()) return store->PutApiKey(KeyDigest(key), "default", "admin");
   }
   std::string key = "space_" + RandomHex(24);
   RETURN_IF_ERROR(WriteFileAtomic(key_path, key + "\n", 0600));
-  return store->PutApiKey(Sha256Hex(key), "default", "admin");
-}
-
-Status Api::Authenticate(Request& req, int64_t* retry_after_s) {
-  std::string auth = req.Header("authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (auth.size() <= kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) {
-    return Unauthenticated("missing 'Authorization: Bearer <key>' header");
-  }
-  // Keys are compared as SHA-256 digests, and the cache is searched without an early exit
-  // (CRYPTO_memcmp over every entry), so response time says nothing about how much of a
-  // guessed key matched. The store looks digests up by index: timing there can reveal at most
-  // a digest prefix, which does not help find a key (that would need a preimage).
-  std::string hash = Sha256Hex(std::string_view(auth).substr(kBearer.size()));
-  const int64_t now = MonoNowNs();
-  std::string team;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [digest, t] : key_cache_) {
-      if (CRYPTO_memcmp(digest.data(), hash.data(), hash.size()) == 0) team = t;
-    }
-  }
-  if (team.empty()) {
-    if ((*retry_after_s = limiter_.Take("lookup", now)) > 0) {
-      return ResourceExhausted("too many requests with unknown API keys; retry after " +
-                               std::to_string(*retry_after_s) + " s");
-    }
-    auto found = node_->store()->TeamForApiKey(hash);
-    if (!found.ok()) return Unauthenticated("invalid API key");
-    team = *found;
-    std::lock_guard<std::mutex> lock(mu_);
-    bool cached = false;
-    for (const auto& [digest, t] : key_cache_) cached |= digest == hash;
-    if (!cached) key_cache_.emplace_back(hash, team);
-  }
-  if ((*retry_after_s = limiter_.Take("key:" + hash, now)) > 0) {
-    return ResourceExhausted("rate limit of " + std::to_string(static_cast<int64_t>(limiter_.limit().rate_per_s)) +
-                             " requests/s for this API key exceeded; retry after " + std::to_string(*retry_after_s) +
-                             " s");
-  }
-  req.team = team;
-  return Status::Ok();
+  return store->PutApiKey(KeyDigest(key), "default", "admin");
 }
 
 void Api::Handle(Request& req, Responder& res) {
@@ -133,7 +74,7 @@ void Api::Handle(Request& req, Responder& res) {
     return;
   }
   int64_t retry_after_s = 0;
-  if (Status st = Authenticate(req, &retry_after_s); !st.ok()) {
+  if (Status st = auth_.Authenticate(req, &retry_after_s); !st.ok()) {
     if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));
     res.SendError(st);
     return;

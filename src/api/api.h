@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/authenticator.h"
 #include "api/http.h"
 #include "api/rate_limiter.h"
 #include "node/node.h"
@@ -18,8 +19,10 @@ namespace space::api {
 class Api {
  public:
   // `limit` applies per API key; lookups of keys not seen before share one bucket of the same
-  // size, so guessing keys cannot turn into unbounded store queries.
-  explicit Api(node::Node* node, RateLimit limit = {}) : node_(node), limiter_(limit) {}
+  // size, so guessing keys cannot turn into unbounded store queries. `fleet_token`: the
+  // secret fleet servers present to act for a team (authenticator.h); "" outside a fleet.
+  explicit Api(node::Node* node, RateLimit limit = {}, std::string fleet_token = "")
+      : node_(node), auth_(node->store(), limit, std::move(fleet_token)) {}
 
   // Entry point for the HTTP server.
   void Handle(Request& req, Responder& res);
@@ -29,8 +32,6 @@ class Api {
   static Status EnsureAdminKey(store::Store* store, const std::string& key_path);
 
  private:
-  // Sets req.team. A rate-limited caller gets resource_exhausted and `*retry_after_s` > 0.
-  Status Authenticate(Request& req, int64_t* retry_after_s);
   void Route(Request& req, Responder& res);
 
   // Sandboxes (api_sandboxes.cc)
@@ -62,10 +63,7 @@ class Api {
   void Files(Request& req, Responder& res, const std::string& id, const std::string& action);
 
   node::Node* const node_;
-  std::mutex mu_;
-  RateLimiter limiter_;
-  // (sha256 hex of a key, its team) for keys seen valid; searched in constant time per entry.
-  std::vector<std::pair<std::string, std::string>> key_cache_;  // GUARDED_BY(mu_)
+  Authenticator auth_;
 };
 
 // JSON renderings shared by handlers.

@@ -16,6 +16,7 @@ namespace space::api {
 
 struct Request {
   std::string method;                          // "GET", ...
+  std::string target;                          // the request-target as sent (path?query, raw)
   std::string path;                            // decoded path, no query
   std::multimap<std::string, std::string> query;  // decoded
   std::map<std::string, std::string> headers;  // lower-case names

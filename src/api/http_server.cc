@@ -271,6 +271,7 @@ void HttpServer::Serve(tcp::socket socket) {
       req.headers[name] = std::string(f.value());
     }
     req.body = std::move(msg.body());
+    req.target = std::string(msg.target());
     BeastResponder responder(timed, msg.keep_alive());
     if (Status st = ParseTarget(msg.target(), &req); !st.ok()) {
       responder.SendError(st);

@@ -11,6 +11,7 @@
 #include "cli/client.h"
 #include "cli/egress_commands.h"
 #include "cli/dev.h"
+#include "cli/fleet_commands.h"
 #include "common/syscall.h"
 
 namespace space::cli {
@@ -98,6 +99,8 @@ int Main(int argc, char** argv) {
   create->add_option("--cred", creds, "credential whose placeholder the sandbox gets (repeatable)");
   EgressCommands egress_commands;
   egress_commands.Register(app);
+  FleetCommands fleet_commands;
+  fleet_commands.Register(app);
 
   auto* ls = app.add_subcommand("ls", "list sandboxes");
   auto* inspect = app.add_subcommand("inspect", "show a sandbox");
@@ -156,12 +159,14 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (dev_cmd->parsed()) return RunDev(dev);
+  if (auto code = fleet_commands.RunDaemon()) return *code;
 
   auto client = Client::FromEnv();
   if (!client.ok()) return Fail(client.status());
   Client& c = *client;
 
   if (auto code = egress_commands.Run(c, json)) return *code;
+  if (auto code = fleet_commands.Run(c, json)) return *code;
   if (create->parsed()) {
     nlohmann::json body = {{"template", tmpl}};
     if (timeout > 0) body["timeout_s"] = timeout;

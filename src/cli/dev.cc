@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 
@@ -12,6 +13,7 @@
 #include "common/log.h"
 #include "common/syscall.h"
 #include "e2b/e2b.h"
+#include "node/heartbeat.h"
 #include "node/node.h"
 #include "store/open_store.h"
 #include "store/store.h"
@@ -38,24 +40,49 @@ void RaiseFdLimit() {
 
 }  // namespace
 
+bool ParseListen(const std::string& listen, std::string* address, uint16_t* port) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  char* end = nullptr;
+  long p = std::strtol(listen.c_str() + colon + 1, &end, 10);
+  if (end == listen.c_str() + colon + 1 || *end != '\0' || p < 0 || p > 65535) return false;
+  *address = listen.substr(0, colon);
+  *port = static_cast<uint16_t>(p);
+  return true;
+}
+
+Result<std::string> ReadFleetToken(const std::string& path) {
+  if (path.empty()) return InvalidArgument("--fleet-token-file is required: the secret shared by the fleet");
+  ASSIGN_OR_RETURN(std::string token, ReadFileToString(path, 4096));
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.size() < 32) return InvalidArgument("fleet token in " + path + " is shorter than 32 characters");
+  return token;
+}
+
 int RunDev(const DevOptions& options) {
   if (::geteuid() != 0) {
     std::cerr << "space dev: must run as root (it creates namespaces, cgroups and the storage pool)\n";
     return 1;
   }
-  size_t colon = options.listen.rfind(':');
-  if (colon == std::string::npos) {
+  api::HttpServerConfig hc;
+  if (!ParseListen(options.listen, &hc.address, &hc.port)) {
     std::cerr << "space dev: --listen must be ADDR:PORT\n";
     return 2;
   }
-  api::HttpServerConfig hc;
-  hc.address = options.listen.substr(0, colon);
-  long port = std::strtol(options.listen.c_str() + colon + 1, nullptr, 10);
-  if (port < 0 || port > 65535) {
-    std::cerr << "space dev: bad port in --listen\n";
-    return 2;
+  const bool fleet = !options.node_name.empty();
+  std::string fleet_token;
+  if (fleet) {
+    if (options.store.empty()) {
+      std::cerr << "space node: --store must name the fleet's shared store (postgres://...)\n";
+      return 2;
+    }
+    auto token = ReadFleetToken(options.fleet_token_file);
+    if (!token.ok()) {
+      std::cerr << "space node: " << token.status().ToString() << "\n";
+      return 2;
+    }
+    fleet_token = *token;
   }
-  hc.port = static_cast<uint16_t>(port);
   auto warm = node::ParseWarmPoolSpec(options.warm_pool);
   if (!warm.ok()) {
     std::cerr << "space dev: " << warm.status().message() << "\n";
@@ -95,6 +122,10 @@ int RunDev(const DevOptions& options) {
   nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
   nc.force_overlay = options.force_overlay;
   nc.warm_pool = std::move(*warm);
+  if (fleet) {
+    nc.node_name = options.node_name;
+    nc.store_dir = options.snapshot_store;
+  }
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -107,7 +138,7 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << node.status().ToString() << "\n";
     return 1;
   }
-  api::Api api(node->get(), rate_limit);
+  api::Api api(node->get(), rate_limit, fleet_token);
   // The E2B-compatible surface shares the listener; it answers only its own paths/headers.
   e2b::E2b e2b(node->get(), options.data_dir + "/e2b-token.key");
   if (Status st = e2b.Init(); !st.ok()) {
@@ -123,11 +154,24 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << bound.status().ToString() << "\n";
     return 1;
   }
+  std::unique_ptr<node::Heartbeat> heartbeat;
+  if (fleet) {
+    node::HeartbeatConfig hb;
+    hb.name = options.node_name;
+    hb.url = options.advertise.empty() ? "http://" + hc.address + ":" + std::to_string(*bound) : options.advertise;
+    hb.capacity = options.capacity;
+    heartbeat = std::make_unique<node::Heartbeat>(hb, node->get(), store->get());
+    if (Status st = heartbeat->Start(); !st.ok()) {
+      std::cerr << "space node: " << st.ToString() << "\n";
+      return 1;
+    }
+  }
   std::printf("SPACE listening on http://%s:%u\nAPI key in %s\n", hc.address.c_str(), *bound, key_path.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&sigs, &sig);
   LogInfo("dev", "shutting down");
+  if (heartbeat) heartbeat->Stop();
   server.Stop();
   (*node)->Stop();
   LogInfo("dev", "stopped");

@@ -2,7 +2,10 @@
 // is SQLite in the data dir unless --store names another (a PostgreSQL URL).
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include "common/result.h"
 
 namespace space::cli {
 
@@ -17,9 +20,22 @@ struct DevOptions {
   std::string egress_upstream_ca;         // extra CA file the gateway trusts upstream (tests)
   std::string warm_pool;                  // "TEMPLATE=N[,...]": pre-created sandboxes per template
   std::string api_rate_limit = "1000:2000";  // per API key: "RATE[:BURST]" requests/s; "0" = off
+  // Fleet node (`space node`, docs/fleet.md): set by the node command, empty for `space dev`.
+  std::string node_name;                  // name in the store's nodes table and sandbox records
+  std::string advertise;                  // URL servers reach this node at; default http://<listen>
+  int64_t capacity = 256;                 // sandboxes this node accepts in all
+  std::string fleet_token_file;           // the fleet's shared secret (authenticator.h)
+  std::string snapshot_store;             // shared snapshot store directory; default <data-dir>/store
 };
 
-// Runs until SIGINT/SIGTERM. Returns the process exit code.
+// Runs until SIGINT/SIGTERM. Returns the process exit code. With `node_name` set, runs as a
+// fleet node: the store must be shared (PostgreSQL), and the node heartbeats into it.
 int RunDev(const DevOptions& options);
+
+// "ADDR:PORT" -> address and port (0 = pick a free one); false when malformed.
+bool ParseListen(const std::string& listen, std::string* address, uint16_t* port);
+
+// The fleet token from `path` (trailing whitespace dropped); at least 32 characters.
+Result<std::string> ReadFleetToken(const std::string& path);
 
 }  // namespace space::cli

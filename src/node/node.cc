@@ -74,8 +74,8 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   node->run_dir_ = rc.run_dir;
   ASSIGN_OR_RETURN(node->runtime_, runtime::NsRuntime::Create(rc));
   node->ops_ = std::make_unique<Operations>(store, config.workers);
-  ASSIGN_OR_RETURN(node->blobs_,
-                   snapshot::LocalBlobStore::Open(config.store_dir.empty() ? config.data_dir + "/store" : config.store_dir));
+  node->blobs_dir_ = config.store_dir.empty() ? config.data_dir + "/store" : config.store_dir;
+  ASSIGN_OR_RETURN(node->blobs_, snapshot::LocalBlobStore::Open(node->blobs_dir_));
   ASSIGN_OR_RETURN(credentials::Kek kek,
                    credentials::LoadOrCreateKek(config.kek_path.empty() ? config.data_dir + "/credentials.kek"
                                                                         : config.kek_path,
@@ -488,6 +488,10 @@ Status Node::Reconcile() {
   // 2. Operations that were in flight are over: their effects are converged below.
   ASSIGN_OR_RETURN(auto ops, store_->ListUnfinishedOperations());
   for (auto& op : ops) {
+    // In a fleet the store holds every node's operations: only those on this node's
+    // sandboxes were in flight here.
+    auto target = store_->GetSandbox(op.target);
+    if (target.ok() && target->node != config_.node_name) continue;
     op.state = "failed";
     op.error = "interrupted by a node restart";
     op.finished_at_ms = WallNowMs();

@@ -262,9 +262,9 @@ class Node {
   int64_t net_slot_ = -1;
   std::unique_ptr<network::SandboxNetwork> net_;
   std::unique_ptr<gateway::Gateway> gateway_;
-  // Exports hold it shared, garbage collection exclusive: GC must never see an export's
-  // objects before its manifest.
-  std::shared_mutex blobs_mu_;
+  // The snapshot store's directory: exports and restores lock it shared, GC exclusive
+  // (snapshot/store_lock.h), across every node sharing it.
+  std::string blobs_dir_;
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Live>> live_;  // GUARDED_BY(mu_)

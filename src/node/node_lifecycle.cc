@@ -7,6 +7,7 @@
 #include "node/live.h"
 #include "node/stored_credential.h"
 #include "node/node.h"
+#include "snapshot/store_lock.h"
 #include "snapshot/gc.h"
 #include "storage/diff.h"
 
@@ -131,7 +132,7 @@ Status Node::DeleteSnapshot(const std::string& team, const std::string& snap_id)
                      RETURN_IF_ERROR(store_->PutSnapshot(snap));
                      // Its objects go once no other manifest references them.
                      {
-                       std::unique_lock<std::shared_mutex> lock(blobs_mu_);
+                       ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(blobs_dir_));
                        RETURN_IF_ERROR(snapshot::DeleteManifest(*blobs_, snap.id));
                      }
                      return RunGc();

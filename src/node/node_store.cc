@@ -1,5 +1,7 @@
 // The snapshot store side of the lifecycle: exporting snapshots, restoring them on demand,
 // garbage collection, suspend/resume and rolling snapshots.
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -7,6 +9,7 @@
 #include "common/random.h"
 #include "node/live.h"
 #include "node/node.h"
+#include "snapshot/store_lock.h"
 #include "snapshot/exporter.h"
 #include "snapshot/gc.h"
 #include "snapshot/restorer.h"
@@ -42,14 +45,14 @@ Status Node::RunExport(const std::string& snap_id) {
   RETURN_IF_ERROR(store_->PutSnapshot(snap));
   Result<snapshot::ExportStats> stats = InvalidArgument("not run");
   {
-    std::shared_lock<std::shared_mutex> lock(blobs_mu_);
+    ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(blobs_dir_));
     stats = snapshot::Export(pool_->SnapshotPath(snap_id), snap_id, parent, *blobs_);
   }
   // Deleted while it was exporting: the manifest that just landed must go as well.
   ASSIGN_OR_RETURN(snap, store_->GetSnapshot(snap_id));
   if (snap.state == "deleted") {
     if (stats.ok()) {
-      std::unique_lock<std::shared_mutex> lock(blobs_mu_);
+      ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(blobs_dir_));
       RETURN_IF_ERROR(snapshot::DeleteManifest(*blobs_, snap_id));
     }
     return RunGc();
@@ -69,8 +72,8 @@ Status Node::RunExport(const std::string& snap_id) {
 }
 
 Status Node::RunGc() {
-  std::unique_lock<std::shared_mutex> lock(blobs_mu_);
-  // Every export holds blobs_mu_ shared for its whole run, so under the exclusive lock no
+  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(blobs_dir_));
+  // Every export holds the store lock shared for its whole run, so under the exclusive lock no
   // temp file can belong to a live writer: they are all leftovers of a crash.
   snapshot::GcOptions options;
   options.temp_grace_ms = 0;
@@ -89,7 +92,7 @@ Status Node::EnsureLocalSnapshot(const std::string& snap_id) {
     return Conflict("snapshot " + snap_id + " is not on this node and not restorable from the store (state " +
                     snap.state + ")");
   }
-  std::shared_lock<std::shared_mutex> lock(blobs_mu_);
+  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(blobs_dir_));
   return pool_->ImportSnapshot(snap_id, [&](const std::string& dir) { return snapshot::Restore(snap_id, *blobs_, dir); });
 }
 
@@ -137,9 +140,12 @@ Status Node::RunSuspend(const std::string& id) {
 }
 
 Status Node::RunResumeFromStore(const std::string& id) {
+  // A suspended sandbox lives in the snapshot store, not on a node: in a fleet any node may
+  // resume it, so the move to `resuming` is a compare-and-set that names this node, and of
+  // two nodes asked at once exactly one wins.
+  ASSIGN_OR_RETURN(bool claimed, store_->ClaimSandbox(id, "suspended", "resuming", config_.node_name));
   ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(id));
-  if (rec.state != "suspended") return Conflict("sandbox " + id + " is " + rec.state + ", not suspended");
-  RETURN_IF_ERROR(SetState(id, "resuming"));
+  if (!claimed) return Conflict("sandbox " + id + " is " + rec.state + ", not suspended");
   auto resources = nlohmann::json::parse(rec.resources_json, nullptr, false);
   int64_t disk_mb = resources.is_object() ? resources.value("disk_mb", int64_t{2048}) : 2048;
   nlohmann::json steps = nlohmann::json::object();
@@ -165,9 +171,14 @@ Status Node::ReconcileSnapshots() {
   // An export interrupted by the crash wrote no manifest (it goes last), so that snapshot is
   // not restorable; its orphaned objects are collected and the export runs again.
   ASSIGN_OR_RETURN(auto snaps, store_->ListSnapshots(""));
+  // In a fleet the store holds every node's snapshots: only those whose files are in this
+  // node's pool are this node's to export.
+  ASSIGN_OR_RETURN(auto local_ids, pool_->ListSnapshots());
+  std::set<std::string> local(local_ids.begin(), local_ids.end());
   bool gc = false;
   for (auto& s : snaps) {
     if (s.state != "exporting" && s.state != "local") continue;
+    if (!local.count(s.id)) continue;
     auto manifest = blobs_->Exists(snapshot::ManifestKey(s.id));
     if (manifest.ok() && *manifest) {
       s.state = "restorable";  // the crash came after the manifest landed
@@ -225,7 +236,7 @@ void Node::RollSnapshots(int64_t now_ms) {
         rolling[i].state = "deleted";
         RETURN_IF_ERROR(store_->PutSnapshot(rolling[i]));
         {
-          std::unique_lock<std::shared_mutex> lock(blobs_mu_);
+          ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(blobs_dir_));
           RETURN_IF_ERROR(snapshot::DeleteManifest(*blobs_, rolling[i].id));
         }
         deleted = true;

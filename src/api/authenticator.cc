@@ -1,0 +1,74 @@
+#include "api/authenticator.h"
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include "api/validate.h"
+#include "common/clock.h"
+
+namespace space::api {
+
+std::string KeyDigest(std::string_view s) {
+  unsigned char d[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : d) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+Authenticator::Authenticator(store::Store* store, RateLimit limit, std::string fleet_token)
+    : store_(store), limiter_(limit), fleet_token_sha256_(fleet_token.empty() ? "" : KeyDigest(fleet_token)) {}
+
+Status Authenticator::Authenticate(Request& req, int64_t* retry_after_s) {
+  std::string auth = req.Header("authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.size() <= kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) {
+    return Unauthenticated("missing 'Authorization: Bearer <key>' header");
+  }
+  // Keys are compared as SHA-256 digests, and the cache is searched without an early exit
+  // (CRYPTO_memcmp over every entry), so response time says nothing about how much of a
+  // guessed key matched. The store looks digests up by index: timing there can reveal at most
+  // a digest prefix, which does not help find a key (that would need a preimage).
+  std::string hash = KeyDigest(std::string_view(auth).substr(kBearer.size()));
+  const int64_t now = MonoNowNs();
+  if (!fleet_token_sha256_.empty() &&
+      CRYPTO_memcmp(fleet_token_sha256_.data(), hash.data(), hash.size()) == 0) {
+    std::string team = req.Header("x-space-team");
+    if (team.empty() || team.size() > 64 || !IsMetadataKey(team)) return InvalidArgument("a fleet request must name its team in X-Space-Team");
+    req.team = team;
+    return Status::Ok();
+  }
+  std::string team;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [digest, t] : key_cache_) {
+      if (CRYPTO_memcmp(digest.data(), hash.data(), hash.size()) == 0) team = t;
+    }
+  }
+  if (team.empty()) {
+    if ((*retry_after_s = limiter_.Take("lookup", now)) > 0) {
+      return ResourceExhausted("too many requests with unknown API keys; retry after " +
+                               std::to_string(*retry_after_s) + " s");
+    }
+    auto found = store_->TeamForApiKey(hash);
+    if (!found.ok()) return Unauthenticated("invalid API key");
+    team = *found;
+    std::lock_guard<std::mutex> lock(mu_);
+    bool cached = false;
+    for (const auto& [digest, t] : key_cache_) cached |= digest == hash;
+    if (!cached) key_cache_.emplace_back(hash, team);
+  }
+  if ((*retry_after_s = limiter_.Take("key:" + hash, now)) > 0) {
+    return ResourceExhausted("rate limit of " + std::to_string(static_cast<int64_t>(limiter_.limit().rate_per_s)) +
+                             " requests/s for this API key exceeded; retry after " + std::to_string(*retry_after_s) +
+                             " s");
+  }
+  req.team = team;
+  return Status::Ok();
+}
+
+}  // namespace space::api

@@ -1,0 +1,45 @@
+// Authenticator: turns a request's `Authorization: Bearer <key>` into its team, with per-key
+// rate limits. Shared by the node's API and the fleet servers (controlplane), which check keys
+// against the same store.
+//
+// Fleet traffic: a server acting for a team (a drain moving a sandbox) presents the fleet
+// token instead of a key and names the team in `X-Space-Team`. The token is a secret shared by
+// the servers and nodes of one fleet; without one configured, the header is ignored.
+//
+// Thread-safe.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/http.h"
+#include "api/rate_limiter.h"
+#include "store/store.h"
+
+namespace space::api {
+
+class Authenticator {
+ public:
+  // `fleet_token` empty: fleet requests are refused like any unknown key.
+  Authenticator(store::Store* store, RateLimit limit, std::string fleet_token = "");
+
+  // Sets req.team. A rate-limited caller gets resource_exhausted and `*retry_after_s` > 0.
+  Status Authenticate(Request& req, int64_t* retry_after_s);
+
+  const RateLimit& limit() const { return limiter_.limit(); }
+
+ private:
+  store::Store* const store_;
+  RateLimiter limiter_;
+  const std::string fleet_token_sha256_;  // "" when no fleet token is configured
+  std::mutex mu_;
+  // (sha256 hex of a key, its team) for keys seen valid; searched in constant time per entry.
+  std::vector<std::pair<std::string, std::string>> key_cache_;  // GUARDED_BY(mu_)
+};
+
+// SHA-256 of `s`, lower-case hex: the only form an API key is stored or compared in.
+std::string KeyDigest(std::string_view s);
+
+}  // namespace space::api

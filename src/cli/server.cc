@@ -1,0 +1,85 @@
+#include "cli/server.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "api/http_server.h"
+#include "cli/dev.h"
+#include "common/log.h"
+#include "controlplane/controllers.h"
+#include "controlplane/router.h"
+#include "store/open_store.h"
+
+namespace space::cli {
+
+int RunServer(const ServerOptions& options) {
+  api::HttpServerConfig hc;
+  if (!ParseListen(options.listen, &hc.address, &hc.port)) {
+    std::cerr << "space server: --listen must be ADDR:PORT\n";
+    return 2;
+  }
+  if (options.store.empty()) {
+    std::cerr << "space server: --store must name the fleet's shared store (postgres://...)\n";
+    return 2;
+  }
+  auto token = ReadFleetToken(options.fleet_token_file);
+  if (!token.ok()) {
+    std::cerr << "space server: " << token.status().ToString() << "\n";
+    return 2;
+  }
+  api::RateLimit rate_limit;
+  if (!api::ParseRateLimit(options.api_rate_limit, &rate_limit)) {
+    std::cerr << "space server: --api-rate-limit must be RATE[:BURST] (requests per second)\n";
+    return 2;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  auto store = store::OpenStore(options.store);
+  if (!store.ok()) {
+    std::cerr << "space server: " << store.status().ToString() << "\n";
+    return 1;
+  }
+  std::string replica = options.replica;
+  if (replica.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    replica = std::string(host) + "-" + std::to_string(::getpid());
+  }
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  controlplane::RouterConfig rc;
+  rc.stale_ms = options.lost_after_ms;
+  controlplane::Router router(store->get(), rate_limit, rc);
+  controlplane::ControllersConfig cc;
+  cc.replica = replica;
+  cc.fleet_token = *token;
+  cc.lost_after_ms = options.lost_after_ms;
+  cc.stale_ms = options.lost_after_ms;
+  controlplane::Controllers controllers(store->get(), cc);
+  api::HttpServer server(hc, [&router](api::Request& req, api::Responder& res) { router.Handle(req, res); });
+  auto bound = server.Start();
+  if (!bound.ok()) {
+    std::cerr << "space server: " << bound.status().ToString() << "\n";
+    return 1;
+  }
+  controllers.Start();
+  std::printf("SPACE server %s listening on http://%s:%u\n", replica.c_str(), hc.address.c_str(), *bound);
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  LogInfo("server", "shutting down");
+  controllers.Stop();
+  server.Stop();
+  // As in `space dev`: connection threads may still be relaying a stream.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(0);
+}
+
+}  // namespace space::cli

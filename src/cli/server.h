@@ -1,0 +1,22 @@
+// `space server`: one stateless replica of a fleet's control plane (docs/fleet.md). Serves the
+// v1 API by routing each request to the node that owns it (controlplane/router.h) and runs
+// the controllers (lost nodes, drain jobs). Needs no root: it touches no sandbox itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace space::cli {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7720";
+  std::string store;             // the fleet's shared store (postgres://...); required
+  std::string fleet_token_file;  // the fleet's shared secret; required
+  std::string replica;           // name in job leases; default <hostname>-<pid>
+  std::string api_rate_limit = "1000:2000";
+  int64_t lost_after_ms = 5000;  // a node silent this long is lost
+};
+
+int RunServer(const ServerOptions& options);
+
+}  // namespace space::cli

@@ -1,0 +1,124 @@
+#include "controlplane/controllers.h"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "controlplane/node_client.h"
+#include "controlplane/scheduler.h"
+
+namespace space::controlplane {
+
+Controllers::Controllers(store::Store* store, ControllersConfig config) : store_(store), config_(std::move(config)) {}
+
+Controllers::~Controllers() { Stop(); }
+
+void Controllers::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Controllers::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Controllers::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(config_.tick_ms), [this] { return stopping_; })) {
+    lock.unlock();
+    Tick();
+    lock.lock();
+  }
+}
+
+void Controllers::Tick() {
+  FailLostNodes();
+  // A few jobs per tick, so losing a node is noticed between long migrations too.
+  for (int i = 0; i < 4; ++i) {
+    const int64_t now = WallNowMs();
+    auto job = store_->ClaimJob(config_.replica, now, now + config_.lease_ms);
+    if (!job.ok()) {
+      LogWarn("controllers", job.status().ToString());
+      return;
+    }
+    if (!job->has_value()) return;
+    RunJob(std::move(**job));
+  }
+}
+
+void Controllers::FailLostNodes() {
+  auto lost = store_->ClaimLostNodes(WallNowMs() - config_.lost_after_ms);
+  if (!lost.ok()) {
+    LogWarn("controllers", lost.status().ToString());
+    return;
+  }
+  for (const auto& name : *lost) {
+    auto n = store_->FailSandboxesOfNode(
+        name, "node " + name + " lost: no heartbeat for " + std::to_string(config_.lost_after_ms / 1000) + " s");
+    LogWarn("controllers", "node " + name + " is lost; " +
+                               (n.ok() ? std::to_string(*n) + " of its sandboxes failed or returned to suspended"
+                                       : "failing its sandboxes: " + n.status().ToString()));
+  }
+}
+
+void Controllers::RunJob(store::JobRecord job) {
+  Status st = job.kind == "migrate" ? Migrate(&job) : InvalidArgument("unknown job kind " + job.kind);
+  job.state = st.ok() ? "succeeded" : "failed";
+  job.error = st.ok() ? "" : st.message();
+  job.finished_at_ms = WallNowMs();
+  if (Status put = store_->PutJob(job); !put.ok()) LogWarn("controllers", put.ToString());
+  LogInfo("controllers", job.kind + " " + job.target + ": " + (st.ok() ? "done" : st.ToString()));
+}
+
+Status Controllers::Act(const std::string& node_name, const store::JobRecord& job, const std::string& action) {
+  ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  std::string url;
+  for (const auto& n : nodes) {
+    if (n.name == node_name) url = n.url;
+  }
+  if (url.empty()) return NotFound("node " + node_name + " is not registered");
+  ASSIGN_OR_RETURN(CallResult r, Call(url, "POST", "/v1/sandboxes/" + job.target + "/" + action + "?wait=true", "{}",
+                                      {{"Authorization", "Bearer " + config_.fleet_token}, {"X-Space-Team", job.team}},
+                                      180000));
+  if (r.status / 100 != 2) {
+    return Unavailable(action + " on " + node_name + " answered " + std::to_string(r.status) + ": " + r.body.substr(0, 300));
+  }
+  return Status::Ok();
+}
+
+Status Controllers::Migrate(store::JobRecord* job) {
+  auto payload = nlohmann::json::parse(job->payload_json, nullptr, false);
+  if (!payload.is_object() || !payload.contains("from") || !payload["from"].is_string()) {
+    return InvalidArgument("migrate job without a source node");
+  }
+  const std::string from = payload["from"];
+  // At most a handful of steps: suspend, wait out an in-flight transition, resume.
+  for (int step = 0; step < 40; ++step) {
+    ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(job->target));
+    job->lease_until_ms = WallNowMs() + config_.lease_ms;  // still at it
+    RETURN_IF_ERROR(store_->PutJob(*job));
+    if ((rec.state == "running" || rec.state == "paused") && rec.node == from) {
+      RETURN_IF_ERROR(Act(from, *job, "suspend"));
+    } else if (rec.state == "suspended") {
+      ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+      ASSIGN_OR_RETURN(store::NodeRecord to,
+                       PickNode(nodes, {rec.template_name, from}, WallNowMs(), config_.stale_ms));
+      RETURN_IF_ERROR(Act(to.name, *job, "resume"));
+    } else if (rec.state == "running" || rec.state == "paused") {
+      return Status::Ok();  // on another node now
+    } else if (rec.state == "suspending" || rec.state == "resuming" || rec.state == "creating") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // someone else's step in flight
+    } else {
+      return Status::Ok();  // destroyed or failed meanwhile: nothing left to move
+    }
+  }
+  return DeadlineExceeded("sandbox " + job->target + " did not settle");
+}
+
+}  // namespace space::controlplane

@@ -1,0 +1,196 @@
+#include "controlplane/router.h"
+
+#include <nlohmann/json.hpp>
+
+#include "api/validate.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "controlplane/node_client.h"
+#include "controlplane/scheduler.h"
+
+namespace space::controlplane {
+namespace {
+
+bool Alive(const store::NodeRecord& n, int64_t now_ms, int64_t stale_ms) {
+  return (n.state == "ready" || n.state == "draining") && now_ms - n.heartbeat_at_ms <= stale_ms;
+}
+
+nlohmann::json NodeJson(const store::NodeRecord& n) {
+  auto templates = nlohmann::json::parse(n.templates_json, nullptr, false);
+  return {{"name", n.name},
+          {"url", n.url},
+          {"state", n.state},
+          {"capacity", n.capacity},
+          {"live", n.live},
+          {"templates", templates.is_array() ? templates : nlohmann::json::array()},
+          {"heartbeat_at", FormatRfc3339(n.heartbeat_at_ms)},
+          {"started_at", FormatRfc3339(n.started_at_ms)}};
+}
+
+nlohmann::json JobJson(const store::JobRecord& j) {
+  return {{"id", j.id},
+          {"kind", j.kind},
+          {"target", j.target},
+          {"state", j.state},
+          {"attempts", j.attempts},
+          {"error", j.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(j.error)},
+          {"payload", nlohmann::json::parse(j.payload_json, nullptr, false)},
+          {"created_at", FormatRfc3339(j.created_at_ms)},
+          {"finished_at", j.finished_at_ms ? nlohmann::json(FormatRfc3339(j.finished_at_ms)) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace
+
+Router::Router(store::Store* store, api::RateLimit limit, RouterConfig config)
+    : store_(store), auth_(store, limit), config_(std::move(config)) {}
+
+void Router::Handle(api::Request& req, api::Responder& res) {
+  if (req.path == "/healthz" && req.method == "GET") {
+    res.SendJson(200, {{"status", "ok"}, {"role", "server"}});
+    return;
+  }
+  int64_t retry_after_s = 0;
+  if (Status st = auth_.Authenticate(req, &retry_after_s); !st.ok()) {
+    if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));
+    res.SendError(st);
+    return;
+  }
+  Route(req, res);
+}
+
+void Router::Route(api::Request& req, api::Responder& res) {
+  auto p = api::SplitPath(req.path);
+  const std::string& m = req.method;
+  const size_t n = p.size();
+  if (n >= 2 && p[0] == "v1" && (p[1] == "nodes" || p[1] == "jobs")) return Nodes(req, res, p);
+  if (n == 0 || (p[0] != "v1" && p[0] != "metrics")) {
+    return res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256) +
+                                  " on a fleet server (the E2B surface is served by nodes)"));
+  }
+  Result<store::NodeRecord> node = Unavailable("unrouted");
+  if (n >= 2 && p[1] == "sandboxes" && n == 2 && m == "POST") {
+    // The template decides locality; a body that does not parse is the node's to refuse.
+    auto body = nlohmann::json::parse(req.body, nullptr, false);
+    std::string tpl = body.is_object() && body.contains("template") && body["template"].is_string()
+                          ? body["template"].get<std::string>()
+                          : "base";
+    node = AnyNode(tpl);
+  } else if (n >= 3 && p[1] == "sandboxes") {
+    if (!api::IsId(p[2], "sbx")) return res.SendError(NotFound("sandbox " + p[2].substr(0, 80) + " not found"));
+    node = OwnerOf(req, p[2], n == 4 && p[3] == "resume" && m == "POST");
+  } else if (n >= 3 && p[1] == "snapshots") {
+    auto snap = store_->GetSnapshot(p[2]);
+    if (!snap.ok() || snap->team != req.team) {
+      return res.SendError(NotFound("snapshot " + p[2].substr(0, 80) + " not found"));
+    }
+    node = OwnerOf(req, snap->sandbox, false);
+  } else if (n == 3 && p[1] == "operations") {
+    auto op = store_->GetOperation(p[2]);
+    if (!op.ok() || op->team != req.team) {
+      return res.SendError(NotFound("operation " + p[2].substr(0, 80) + " not found"));
+    }
+    node = OwnerOf(req, op->target, false);
+    if (!node.ok() && node.status().code() == StatusCode::kNotFound) node = AnyNode("");
+  } else {
+    node = AnyNode("");
+  }
+  if (!node.ok()) return res.SendError(node.status());
+  Relay(*node, req, res);
+}
+
+void Router::Relay(const store::NodeRecord& node, api::Request& req, api::Responder& res) {
+  Status st = Forward(node.url, req, res);
+  if (!st.ok()) {
+    LogWarn("router", node.name + ": " + st.ToString());
+    res.SendError(Unavailable("node " + node.name + " did not take the request: " + st.message()));
+  }
+}
+
+Result<store::NodeRecord> Router::OwnerOf(const api::Request& req, const std::string& id, bool resume) {
+  auto rec = store_->GetSandbox(id);
+  if (!rec.ok() || rec->team != req.team) return NotFound("sandbox " + id.substr(0, 80) + " not found");
+  ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  const int64_t now = WallNowMs();
+  for (const auto& node : nodes) {
+    if (node.name != rec->node || !Alive(node, now, config_.stale_ms)) continue;
+    // A suspended sandbox may come back anywhere; its old node only if it still takes work.
+    if (resume && rec->state == "suspended" && node.state != "ready") break;
+    return node;
+  }
+  return AnyNode(rec->template_name);
+}
+
+Result<store::NodeRecord> Router::AnyNode(const std::string& template_name, const std::string& exclude) {
+  ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int64_t> placed;
+  for (const auto& node : nodes) {
+    auto it = placed_.find(node.name);
+    if (it != placed_.end() && it->second.first == node.heartbeat_at_ms) placed[node.name] = it->second.second;
+  }
+  ASSIGN_OR_RETURN(store::NodeRecord pick,
+                   PickNode(nodes, {template_name, exclude}, WallNowMs(), config_.stale_ms, placed));
+  auto& count = placed_[pick.name];
+  if (count.first != pick.heartbeat_at_ms) count = {pick.heartbeat_at_ms, 0};
+  ++count.second;
+  return pick;
+}
+
+void Router::Nodes(api::Request& req, api::Responder& res, const std::vector<std::string>& p) {
+  if (req.team != config_.admin_team) {
+    return res.SendError(PermissionDenied("the fleet's nodes and jobs are for the admin team's keys"));
+  }
+  const std::string& m = req.method;
+  if (p[1] == "jobs") {
+    if (p.size() != 2 || m != "GET") return res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256)));
+    auto jobs = store_->ListJobs(req.Query("target"));
+    if (!jobs.ok()) return res.SendError(jobs.status());
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& j : *jobs) out.push_back(JobJson(j));
+    return res.SendJson(200, {{"jobs", out}});
+  }
+  auto nodes = store_->ListNodes();
+  if (!nodes.ok()) return res.SendError(nodes.status());
+  if (p.size() == 2 && m == "GET") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& node : *nodes) out.push_back(NodeJson(node));
+    return res.SendJson(200, {{"nodes", out}});
+  }
+  if (p.size() != 4 || m != "POST" || (p[3] != "drain" && p[3] != "ready")) {
+    return res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256)));
+  }
+  const std::string& name = p[2];
+  if (Status st = store_->SetNodeState(name, p[3] == "drain" ? "draining" : "ready"); !st.ok()) {
+    return res.SendError(st);
+  }
+  if (p[3] == "ready") return res.SendJson(200, {{"node", name}, {"state", "ready"}});
+  // One migrate job per sandbox running there: suspend here, resume elsewhere
+  // (controllers.h). A sandbox with a pending job already is not queued twice.
+  auto live = store_->ListLiveSandboxes();
+  if (!live.ok()) return res.SendError(live.status());
+  int queued = 0;
+  const int64_t now = WallNowMs();
+  for (const auto& rec : *live) {
+    if (rec.node != name || (rec.state != "running" && rec.state != "paused")) continue;
+    auto existing = store_->ListJobs(rec.id);
+    bool pending = false;
+    if (existing.ok()) {
+      for (const auto& j : *existing) pending |= j.state == "pending";
+    }
+    if (pending) continue;
+    store::JobRecord job;
+    job.id = "job_" + RandomHex(12);
+    job.kind = "migrate";
+    job.target = rec.id;
+    job.team = rec.team;
+    job.payload_json = nlohmann::json({{"from", name}}).dump();
+    job.state = "pending";
+    job.created_at_ms = now;
+    if (Status st = store_->PutJob(job); !st.ok()) return res.SendError(st);
+    ++queued;
+  }
+  res.SendJson(202, {{"node", name}, {"state", "draining"}, {"jobs", queued}});
+}
+
+}  // namespace space::controlplane

@@ -1,0 +1,60 @@
+#include "node/heartbeat.h"
+
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace space::node {
+
+Heartbeat::Heartbeat(HeartbeatConfig config, Node* node, store::Store* store)
+    : config_(std::move(config)), node_(node), store_(store), started_at_ms_(WallNowMs()) {}
+
+Heartbeat::~Heartbeat() { Stop(); }
+
+Status Heartbeat::Start() {
+  RETURN_IF_ERROR(Beat().Annotate("first heartbeat"));
+  thread_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void Heartbeat::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status Heartbeat::Beat() {
+  nlohmann::json templates = nlohmann::json::array();
+  if (auto list = node_->ListTemplates(); list.ok()) {
+    for (const auto& t : *list) templates.push_back(t.name);
+  }
+  store::NodeRecord rec;
+  rec.name = config_.name;
+  rec.url = config_.url;
+  rec.state = "ready";
+  rec.capacity = config_.capacity;
+  rec.live = static_cast<int64_t>(node_->live_count());
+  rec.templates_json = templates.dump();
+  rec.heartbeat_at_ms = WallNowMs();
+  rec.started_at_ms = started_at_ms_;
+  return store_->HeartbeatNode(rec);
+}
+
+void Heartbeat::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(config_.interval_ms), [this] { return stopping_; })) {
+    lock.unlock();
+    // A missed beat is only logged: the store may be restarting, and the servers tolerate
+    // several missed beats before declaring this node lost.
+    if (Status st = Beat(); !st.ok()) LogWarn("heartbeat", st.ToString());
+    lock.lock();
+  }
+}
+
+}  // namespace space::node

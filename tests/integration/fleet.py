@@ -1,0 +1,166 @@
+"""A fleet on one machine for the multi-node tests: a throwaway PostgreSQL cluster, `space node`
+agents each in its own data dir and network namespace (reached over a veth pair), and
+`space server` replicas on loopback. Standard library only."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from harness import SPACE_BIN
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
+# Link-local /30s for the node namespaces: nothing on the host routes there.
+NET_BASE = "169.254.231."
+
+
+def run(*cmd, check=True):
+    return subprocess.run(list(cmd), check=check, capture_output=True, text=True)
+
+
+class Pg:
+    def __init__(self):
+        out = run(os.path.join(REPO, "scripts/pg-test-cluster.sh"), "start").stdout
+        self.dir = re.search(r"SPACE_TEST_PG_DIR=(\S+)", out).group(1)
+        self.url = re.search(r"SPACE_TEST_PG_URL=(\S+)", out).group(1)
+
+    def stop(self):
+        run(os.path.join(REPO, "scripts/pg-test-cluster.sh"), "stop", self.dir, check=False)
+
+
+class Proc:
+    """One `space server` or `space node` process; its log goes to <dir>/log."""
+
+    def __init__(self, args, log_path, netns=None):
+        self.args, self.log_path, self.netns = args, log_path, netns
+        self.proc, self.url = None, None
+
+    def start(self, timeout=90):
+        cmd = [SPACE_BIN] + self.args
+        if self.netns:
+            cmd = ["nsenter", "--net=/run/netns/" + self.netns, "--"] + cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(self.log_path, "ab"), text=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("%s exited: %s" % (self.args[0], self.log_tail()))
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                self.url = m.group(1)
+                return self
+        raise RuntimeError("%s did not start: %s" % (self.args[0], self.log_tail()))
+
+    def log_tail(self, n=3000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Fleet:
+    def __init__(self, nodes=2, servers=2, lost_after_ms=3000):
+        self.root = tempfile.mkdtemp(prefix="space-fleet-", dir="/var/tmp")
+        self.pg = Pg()
+        self.token_file = os.path.join(self.root, "fleet-token")
+        with open(self.token_file, "w") as f:
+            f.write(os.urandom(24).hex())
+        os.chmod(self.token_file, 0o600)
+        self.snapshot_store = os.path.join(self.root, "snapshots")
+        os.makedirs(self.snapshot_store)
+        self.lost_after_ms = lost_after_ms
+        self.nodes, self.servers, self.netns = {}, [], []
+        try:
+            for i in range(nodes):
+                self.add_node("node-%c" % (ord("a") + i), i)
+            for i in range(servers):
+                self.add_server(i)
+        except Exception:
+            self.cleanup()
+            raise
+        with open(os.path.join(self.nodes["node-a"].data_dir, "api-key")) as f:
+            self.key = f.read().strip()
+
+    def add_node(self, name, index):
+        ns = "spfleet-%d-%s" % (os.getpid() % 10000, name[-1])
+        host_if, node_if = "spf%d%sh" % (os.getpid() % 10000, name[-1]), "spf%d%sn" % (os.getpid() % 10000, name[-1])
+        host_ip, node_ip = NET_BASE + str(index * 4 + 1), NET_BASE + str(index * 4 + 2)
+        run("ip", "netns", "add", ns)
+        self.netns.append((ns, host_if))
+        run("ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if)
+        run("ip", "link", "set", node_if, "netns", ns)
+        run("ip", "addr", "add", host_ip + "/30", "dev", host_if)
+        run("ip", "link", "set", host_if, "up")
+        run("ip", "-n", ns, "addr", "add", node_ip + "/30", "dev", node_if)
+        run("ip", "-n", ns, "link", "set", node_if, "up")
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+        data_dir = os.path.join(self.root, name)
+        os.makedirs(data_dir)
+        p = Proc(["node", "--name", name, "--listen", node_ip + ":7780", "--data-dir", data_dir,
+                  "--store", self.pg.url, "--fleet-token-file", self.token_file,
+                  "--snapshot-store", self.snapshot_store, "--no-egress"],
+                 os.path.join(data_dir, "node.log"), netns=ns)
+        p.data_dir, p.name, p.netns_name = data_dir, name, ns
+        self.nodes[name] = p.start()
+
+    def add_server(self, index):
+        p = Proc(["server", "--listen", "127.0.0.1:0", "--store", self.pg.url, "--fleet-token-file",
+                  self.token_file, "--replica", "server-%d" % index, "--lost-after-ms", str(self.lost_after_ms)],
+                 os.path.join(self.root, "server-%d.log" % index))
+        self.servers.append(p.start())
+
+    def call(self, url, method, path, body=None, timeout=120):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url + path, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.key)
+        if body is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                raw = r.read()
+                return r.status, (json.loads(raw) if raw else None)
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                return e.code, json.loads(raw)
+            except ValueError:
+                return e.code, raw
+
+    def logs(self):
+        out = ""
+        for p in list(self.nodes.values()) + self.servers:
+            out += "\n--- %s\n%s" % (p.log_path, p.log_tail())
+        return out
+
+    def cleanup(self):
+        for p in self.servers:
+            p.stop()
+        for p in self.nodes.values():
+            p.stop()
+            pool = os.path.join(p.data_dir, "pool")
+            if os.path.ismount(pool):
+                run("umount", pool, check=False)
+        for ns, host_if in self.netns:
+            run("ip", "link", "del", host_if, check=False)
+            run("ip", "netns", "del", ns, check=False)
+        self.pg.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
