@@ -44,7 +44,8 @@ class Proc:
         cmd = [SPACE_BIN] + self.args
         if self.netns:
             cmd = ["nsenter", "--net=/run/netns/" + self.netns, "--"] + cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(self.log_path, "ab"), text=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         deadline = time.time() + timeout
         while time.time() < deadline:
             line = self.proc.stdout.readline()
@@ -66,6 +67,7 @@ class Proc:
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+        self.proc.stdout.close()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -75,6 +77,8 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc and not self.proc.stdout.closed:
+            self.proc.stdout.close()
 
 
 class Fleet:
