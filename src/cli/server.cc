@@ -61,6 +61,7 @@ int RunServer(const ServerOptions& options) {
   cc.fleet_token = *token;
   cc.lost_after_ms = options.lost_after_ms;
   cc.stale_ms = options.lost_after_ms;
+  cc.lease_ms = options.job_lease_ms;
   controlplane::Controllers controllers(store->get(), cc);
   api::HttpServer server(hc, [&router](api::Request& req, api::Responder& res) { router.Handle(req, res); });
   auto bound = server.Start();

@@ -15,6 +15,7 @@ struct ServerOptions {
   std::string replica;           // name in job leases; default <hostname>-<pid>
   std::string api_rate_limit = "1000:2000";
   int64_t lost_after_ms = 5000;  // a node silent this long is lost
+  int64_t job_lease_ms = 60000;  // a job whose holder stops renewing this long is taken over
 };
 
 int RunServer(const ServerOptions& options);

@@ -86,6 +86,7 @@ Status Controllers::Act(const std::string& node_name, const store::JobRecord& jo
   ASSIGN_OR_RETURN(CallResult r, Call(url, "POST", "/v1/sandboxes/" + job.target + "/" + action + "?wait=true", "{}",
                                       {{"Authorization", "Bearer " + config_.fleet_token}, {"X-Space-Team", job.team}},
                                       180000));
+  if (r.status == 409) return Conflict(action + " on " + node_name + ": " + r.body.substr(0, 300));
   if (r.status / 100 != 2) {
     return Unavailable(action + " on " + node_name + " answered " + std::to_string(r.status) + ": " + r.body.substr(0, 300));
   }
@@ -103,20 +104,28 @@ Status Controllers::Migrate(store::JobRecord* job) {
     ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(job->target));
     job->lease_until_ms = WallNowMs() + config_.lease_ms;  // still at it
     RETURN_IF_ERROR(store_->PutJob(*job));
+    Status acted;
     if ((rec.state == "running" || rec.state == "paused") && rec.node == from) {
-      RETURN_IF_ERROR(Act(from, *job, "suspend"));
+      acted = Act(from, *job, "suspend");
     } else if (rec.state == "suspended") {
       ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
       ASSIGN_OR_RETURN(store::NodeRecord to,
                        PickNode(nodes, {rec.template_name, from}, WallNowMs(), config_.stale_ms));
-      RETURN_IF_ERROR(Act(to.name, *job, "resume"));
+      acted = Act(to.name, *job, "resume");
     } else if (rec.state == "running" || rec.state == "paused") {
       return Status::Ok();  // on another node now
     } else if (rec.state == "suspending" || rec.state == "resuming" || rec.state == "creating") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // someone else's step in flight
+      acted = Conflict("a step is in flight");  // someone else's: wait for it
     } else {
       return Status::Ok();  // destroyed or failed meanwhile: nothing left to move
     }
+    if (acted.code() == StatusCode::kConflict) {
+      // The sandbox moved on under us (its owner, or a replica that took this job over after
+      // our lease ran out, acted first): look again shortly.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    RETURN_IF_ERROR(acted);
   }
   return DeadlineExceeded("sandbox " + job->target + " did not settle");
 }

@@ -33,6 +33,7 @@ nlohmann::json JobJson(const store::JobRecord& j) {
           {"kind", j.kind},
           {"target", j.target},
           {"state", j.state},
+          {"holder", j.holder},
           {"attempts", j.attempts},
           {"error", j.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(j.error)},
           {"payload", nlohmann::json::parse(j.payload_json, nullptr, false)},

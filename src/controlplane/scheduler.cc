@@ -19,20 +19,17 @@ bool HasTemplate(const store::NodeRecord& n, const std::string& name) {
 Result<store::NodeRecord> PickNode(const std::vector<store::NodeRecord>& nodes, const PlacementRequest& request,
                                    int64_t now_ms, int64_t stale_ms, const std::map<std::string, int64_t>& placed) {
   const store::NodeRecord* best = nullptr;
-  bool best_local = false;
-  int64_t best_free = 0;
+  double best_score = 0;
   for (const auto& n : nodes) {
     if (n.state != "ready" || n.name == request.exclude || now_ms - n.heartbeat_at_ms > stale_ms) continue;
     auto it = placed.find(n.name);
     int64_t free = n.capacity - n.live - (it == placed.end() ? 0 : it->second);
-    if (free <= 0) continue;
-    bool local = HasTemplate(n, request.template_name);
-    bool better = best == nullptr || (local && !best_local) ||
-                  (local == best_local && (free > best_free || (free == best_free && n.name < best->name)));
-    if (better) {
+    if (free <= 0 || n.capacity <= 0) continue;
+    double score = static_cast<double>(free) / static_cast<double>(n.capacity) +
+                   (HasTemplate(n, request.template_name) ? kLocalityBonus : 0);
+    if (best == nullptr || score > best_score || (score == best_score && n.name < best->name)) {
       best = &n;
-      best_local = local;
-      best_free = free;
+      best_score = score;
     }
   }
   if (best == nullptr) return Unavailable("no node can take a sandbox now (none ready with free capacity)");

@@ -16,11 +16,17 @@ struct PlacementRequest {
   std::string exclude;        // a node that must not be chosen (the one being drained)
 };
 
+// What holding the template is worth, in fractions of a node's capacity: a node without it
+// (it would build or import the template first) is chosen once the nodes with it are this
+// much fuller. Locality must not pin every sandbox to the first node that built a template.
+inline constexpr double kLocalityBonus = 0.25;
+
 // A node may take a sandbox when it is `ready`, its heartbeat is younger than `stale_ms` and
-// it runs fewer sandboxes than its capacity. Among those: template locality first, then the
-// most free capacity, then the name (deterministic). `placed` counts sandboxes this replica
-// sent a node since that node's last heartbeat, which its `live` does not show yet.
-// unavailable when no node qualifies.
+// it runs fewer sandboxes than its capacity. Among those, the highest score wins: the free
+// fraction of its capacity, plus kLocalityBonus when its pool holds the template; ties go
+// to the name (deterministic). `placed` counts sandboxes this replica sent a node since that
+// node's last heartbeat, which its `live` does not show yet. unavailable when no node
+// qualifies.
 Result<store::NodeRecord> PickNode(const std::vector<store::NodeRecord>& nodes, const PlacementRequest& request,
                                    int64_t now_ms, int64_t stale_ms,
                                    const std::map<std::string, int64_t>& placed = {});

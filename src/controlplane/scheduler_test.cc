@@ -10,7 +10,7 @@ store::NodeRecord Node(const std::string& name, int64_t capacity, int64_t live, 
   return {name, "http://127.0.0.1:1", state, capacity, live, templates, hb, 0};
 }
 
-TEST(SchedulerTest, PrefersTemplateLocalityThenFreeCapacity) {
+TEST(SchedulerTest, WeighsTemplateLocalityAgainstFreeCapacity) {
   std::vector<store::NodeRecord> nodes = {Node("a", 10, 1, "[\"busybox\"]"), Node("b", 10, 8, "[\"base\"]"),
                                           Node("c", 10, 2, "[\"base\"]")};
   auto n = PickNode(nodes, {"base", ""}, 1500, 5000);
@@ -19,6 +19,11 @@ TEST(SchedulerTest, PrefersTemplateLocalityThenFreeCapacity) {
   n = PickNode(nodes, {"other", ""}, 1500, 5000);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->name, "a");  // nobody holds it: most free capacity
+  // Locality is worth a quarter of the capacity, no more: a far fuller node loses it.
+  nodes = {Node("a", 100, 80, "[\"base\"]"), Node("b", 100, 30, "[]")};
+  EXPECT_EQ(PickNode(nodes, {"base", ""}, 1500, 5000)->name, "b");
+  nodes = {Node("a", 100, 40, "[\"base\"]"), Node("b", 100, 30, "[]")};
+  EXPECT_EQ(PickNode(nodes, {"base", ""}, 1500, 5000)->name, "a");
 }
 
 TEST(SchedulerTest, SkipsStaleDrainingLostFullAndExcludedNodes) {
@@ -40,7 +45,7 @@ TEST(SchedulerTest, CountsPlacementsNotYetInAHeartbeat) {
 }
 
 TEST(SchedulerTest, IgnoresMalformedTemplateLists) {
-  std::vector<store::NodeRecord> nodes = {Node("a", 10, 0, "not json"), Node("b", 10, 5, "[1, \"base\"]")};
+  std::vector<store::NodeRecord> nodes = {Node("a", 10, 0, "not json"), Node("b", 10, 1, "[1, \"base\"]")};
   EXPECT_EQ(PickNode(nodes, {"base", ""}, 1000, 5000)->name, "b");
 }
 
