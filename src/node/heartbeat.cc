@@ -53,6 +53,8 @@ void Heartbeat::Loop() {
     // A missed beat is only logged: the store may be restarting, and the servers tolerate
     // several missed beats before declaring this node lost.
     if (Status st = Beat(); !st.ok()) LogWarn("heartbeat", st.ToString());
+    // Now and then, converge on what the fleet decided while this node could not beat.
+    if (++beats_ % kDisownedEvery == 0) node_->EndDisowned();
     lock.lock();
   }
 }

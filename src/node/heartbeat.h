@@ -42,6 +42,10 @@ class Heartbeat {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;  // GUARDED_BY(mu_)
+  // Heartbeats between two checks for sandboxes the fleet failed (Node::EndDisowned): one
+  // store read per live sandbox each time.
+  static constexpr int64_t kDisownedEvery = 5;
+  int64_t beats_ = 0;  // the loop thread's only
   std::thread thread_;
 };
 

@@ -375,6 +375,26 @@ void Node::TeardownLive(const std::string& id) {
   if (live) uid_slots_.Release(live->uid_slot);
 }
 
+int Node::EndDisowned() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, live] : live_) ids.push_back(id);
+  }
+  int ended = 0;
+  for (const auto& id : ids) {
+    auto rec = store_->GetSandbox(id);
+    if (!rec.ok()) continue;  // the store is unreachable: decide nothing now
+    if (rec->node == config_.node_name && rec->state != "failed" && rec->state != "destroyed") continue;
+    LogWarn("node", "ending " + id + ": its record says " + rec->state + " on " + rec->node +
+                        " (this node was declared lost while it ran)");
+    TeardownLive(id);
+    if (Status st = pool_->DestroyRoot(id); !st.ok()) LogWarn("node", st.ToString());
+    ++ended;
+  }
+  return ended;
+}
+
 Result<store::SandboxRecord> Node::Get(const std::string& team, const std::string& id) {
   auto rec = store_->GetSandbox(id);
   if (!rec.ok() || rec->team != team) return NotFound("sandbox " + id + " not found");

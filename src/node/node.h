@@ -176,6 +176,10 @@ class Node {
   // The names of the egress profiles a sandbox record carries (its egress_json holds the
   // profiles as they were at creation: immutable for the sandbox's life).
   static nlohmann::json EgressProfileNames(const std::string& egress_json);
+  // Fleet: ends the live sandboxes whose record no longer puts them here, running, because
+  // the fleet declared this node lost while it was alive (a partition, a long stall) and
+  // failed them. Returns how many it ended. Called from the heartbeat.
+  int EndDisowned();
   store::Store* store() { return store_; }
   std::string pool_kind() const { return pool_->kind(); }
   std::string cgroup_version() const { return runtime_->cgroup_version(); }

@@ -5,6 +5,7 @@ acknowledged sandbox is accounted for, the dead server's operations complete, th
 suspended sandboxes resume on the other node with their files, and nothing leaks once the
 dead node has restarted and reconciled. A drain moves a node's sandboxes to the other node."""
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -239,6 +240,28 @@ class FleetTest(unittest.TestCase):
         out = subprocess.run([SPACE_BIN, "node", "ls"], env=env, capture_output=True, text=True)
         self.assertIn("node-a", out.stdout)
         self.assertEqual(space_cgroups(data_dir=f.nodes["node-a"].data_dir), [])
+
+    def test_node_declared_lost_while_alive_ends_its_failed_sandboxes(self):
+        """A node that stalls (SIGSTOP) past lost-after is declared lost and its sandboxes are
+        failed; when it runs again it ends them rather than keep running what the fleet gave up."""
+        st, d = self.call_any("POST", "/v1/sandboxes?wait=true", {"template": "busybox"})
+        self.assertEqual(st, 201, d)
+        sid, name = d["sandbox"]["id"], d["sandbox"]["node"]
+        node = self.f.nodes[name]
+        self.assertEqual(len(space_cgroups(sid, node.data_dir)) > 0, True)
+        node.proc.send_signal(signal.SIGSTOP)
+        try:
+            self.wait_node_state(name, "lost")
+            self.assertEqual(self.node_of(sid)["state"], "failed")
+        finally:
+            node.proc.send_signal(signal.SIGCONT)
+        self.wait_node_state(name, "ready")
+        deadline = time.time() + 30
+        while time.time() < deadline and space_cgroups(sid, node.data_dir):
+            time.sleep(0.2)
+        self.assertEqual(space_cgroups(sid, node.data_dir), [], node.log_tail())
+        self.assertNotIn(sid, os.listdir(os.path.join(node.data_dir, "pool", "sandboxes")))
+        self.assertEqual(self.node_of(sid)["state"], "failed")
 
     def test_server_refuses_unknown_keys_and_other_teams(self):
         s = self.f.servers[1].url
