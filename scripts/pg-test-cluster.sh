@@ -40,6 +40,9 @@ cmd_start() {
     id postgres >/dev/null 2>&1 || die "no postgres user (apt-get install postgresql)"
     chown postgres: "$dir"
   fi
+  # Others may reach the socket inside (not list the dir): `space server`, started as root,
+  # serves as nobody and connects after dropping root.
+  chmod 711 "$dir"
   if ! as_owner "$bin/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 -N \
       >"$dir/initdb.log" 2>&1; then
     cat "$dir/initdb.log" >&2

@@ -19,6 +19,7 @@ void FleetCommands::Register(CLI::App& app) {
   server_cmd_->add_option("--store", server_.store, "the fleet's shared store, postgres://...")->required();
   server_cmd_->add_option("--fleet-token-file", server_.fleet_token_file, "file holding the fleet's shared secret")
       ->required();
+  server_cmd_->add_option("--user", server_.user, "the user a server started as root becomes (default nobody)");
   server_cmd_->add_option("--replica", server_.replica, "this replica's name in job leases (default host-pid)");
   server_cmd_->add_option("--api-rate-limit", server_.api_rate_limit, "per API key, RATE[:BURST] (0 = off)");
   server_cmd_->add_option("--lost-after-ms", server_.lost_after_ms, "a node silent this long is lost (default 5000)");

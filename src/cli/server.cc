@@ -1,8 +1,11 @@
 #include "cli/server.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 
@@ -14,6 +17,24 @@
 #include "store/open_store.h"
 
 namespace space::cli {
+namespace {
+
+// Becomes `user` (its uid, gid, no supplementary groups) when running as root; a setuid to a
+// non-zero uid clears every capability. Fails rather than serve as root.
+Status DropRoot(const std::string& user) {
+  if (::geteuid() != 0) return Status::Ok();
+  errno = 0;
+  passwd* pw = ::getpwnam(user.c_str());
+  if (pw == nullptr) return NotFound("user " + user + " (--user) does not exist");
+  if (pw->pw_uid == 0) return InvalidArgument("--user " + user + " is root; the server must not run as root");
+  if (::setgroups(0, nullptr) != 0) return ErrnoStatus("setgroups", "0", errno);
+  if (::setgid(pw->pw_gid) != 0) return ErrnoStatus("setgid", std::to_string(pw->pw_gid), errno);
+  if (::setuid(pw->pw_uid) != 0) return ErrnoStatus("setuid", std::to_string(pw->pw_uid), errno);
+  if (::setuid(0) == 0) return Internal("could regain root after dropping it");
+  return Status::Ok();
+}
+
+}  // namespace
 
 int RunServer(const ServerOptions& options) {
   api::HttpServerConfig hc;
@@ -36,6 +57,11 @@ int RunServer(const ServerOptions& options) {
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
+  // Before the store: its connections are made as the unprivileged user too.
+  if (Status st = DropRoot(options.user); !st.ok()) {
+    std::cerr << "space server: " << st.ToString() << "\n";
+    return 1;
+  }
   auto store = store::OpenStore(options.store);
   if (!store.ok()) {
     std::cerr << "space server: " << store.status().ToString() << "\n";

@@ -1,6 +1,7 @@
 // `space server`: one stateless replica of a fleet's control plane (docs/fleet.md). Serves the
 // v1 API by routing each request to the node that owns it (controlplane/router.h) and runs
-// the controllers (lost nodes, drain jobs). Needs no root: it touches no sandbox itself.
+// the controllers (lost nodes, drain jobs). Needs no root: it touches no sandbox itself, and
+// started as root it becomes --user (all capabilities gone) before it serves a request.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@ struct ServerOptions {
   std::string api_rate_limit = "1000:2000";
   int64_t lost_after_ms = 5000;  // a node silent this long is lost
   int64_t job_lease_ms = 60000;  // a job whose holder stops renewing this long is taken over
+  std::string user = "nobody";   // started as root: the user it becomes before serving
 };
 
 int RunServer(const ServerOptions& options);

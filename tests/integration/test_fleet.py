@@ -264,6 +264,11 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(self.node_of(sid)["state"], "failed")
 
     def test_server_refuses_unknown_keys_and_other_teams(self):
+        # Started as root, a server serves as nobody, with no capabilities.
+        with open("/proc/%d/status" % self.f.servers[1].proc.pid) as f:
+            status = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+        self.assertNotEqual(status["Uid"].split()[0], "0")
+        self.assertEqual(int(status["CapEff"].strip(), 16), 0)
         s = self.f.servers[1].url
         self.f.key, key = "space_wrong", self.f.key
         st, d = self.f.call(s, "GET", "/v1/sandboxes")
