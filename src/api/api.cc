@@ -73,13 +73,7 @@ void Api::Handle(Request& req, Responder& res) {
     res.SendJson(200, {{"status", "ok"}});
     return;
   }
-  int64_t retry_after_s = 0;
-  if (Status st = auth_.Authenticate(req, &retry_after_s); !st.ok()) {
-    if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));
-    res.SendError(st);
-    return;
-  }
-  Route(req, res);
+  if (auth_.Admit(req, res)) Route(req, res);
 }
 
 void Api::Route(Request& req, Responder& res) {

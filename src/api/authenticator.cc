@@ -23,6 +23,15 @@ std::string KeyDigest(std::string_view s) {
 Authenticator::Authenticator(store::Store* store, RateLimit limit, std::string fleet_token)
     : store_(store), limiter_(limit), fleet_token_sha256_(fleet_token.empty() ? "" : KeyDigest(fleet_token)) {}
 
+bool Authenticator::Admit(Request& req, Responder& res) {
+  int64_t retry_after_s = 0;
+  Status st = Authenticate(req, &retry_after_s);
+  if (st.ok()) return true;
+  if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));
+  res.SendError(st);
+  return false;
+}
+
 Status Authenticator::Authenticate(Request& req, int64_t* retry_after_s) {
   std::string auth = req.Header("authorization");
   constexpr std::string_view kBearer = "Bearer ";

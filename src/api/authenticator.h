@@ -28,6 +28,10 @@ class Authenticator {
   // Sets req.team. A rate-limited caller gets resource_exhausted and `*retry_after_s` > 0.
   Status Authenticate(Request& req, int64_t* retry_after_s);
 
+  // Authenticate, answering the request itself when that fails (401, or 429 with
+  // Retry-After). True when the handler should go on.
+  bool Admit(Request& req, Responder& res);
+
   const RateLimit& limit() const { return limiter_.limit(); }
 
  private:

@@ -51,13 +51,7 @@ void Router::Handle(api::Request& req, api::Responder& res) {
     res.SendJson(200, {{"status", "ok"}, {"role", "server"}});
     return;
   }
-  int64_t retry_after_s = 0;
-  if (Status st = auth_.Authenticate(req, &retry_after_s); !st.ok()) {
-    if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));
-    res.SendError(st);
-    return;
-  }
-  Route(req, res);
+  if (auth_.Admit(req, res)) Route(req, res);
 }
 
 void Router::Route(api::Request& req, api::Responder& res) {

@@ -180,6 +180,12 @@ def sandbox_pids(sid, data_dir):
     return pids
 
 
+def mounts_under(path):
+    """Mount points at or below `path` in this mount namespace."""
+    with open("/proc/self/mountinfo") as f:
+        return [l.split()[4] for l in f if l.split()[4].startswith(path)]
+
+
 def processes_with_uid_at_least(uid):
     out = []
     for pid in os.listdir("/proc"):

@@ -7,17 +7,12 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Server, is_root, processes_with_uid_at_least, space_cgroups  # noqa: E402
+from harness import Server, is_root, mounts_under, processes_with_uid_at_least, space_cgroups  # noqa: E402
 
 
 def loop_devices_for(path):
     out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     return [l for l in out.splitlines() if path in l]
-
-
-def mounts_under(path):
-    with open("/proc/self/mountinfo") as f:
-        return [l.split()[4] for l in f if l.split()[4].startswith(path)]
 
 
 @unittest.skipUnless(is_root(), "needs root")

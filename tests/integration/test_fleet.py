@@ -13,15 +13,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import is_root, space_cgroups  # noqa: E402
+from harness import is_root, mounts_under, space_cgroups  # noqa: E402
 
 TOTAL = 200
 CLIENTS = 8
-
-
-def mounts_under(path):
-    with open("/proc/self/mountinfo") as f:
-        return [l.split()[4] for l in f if l.split()[4].startswith(path)]
 
 
 @unittest.skipUnless(is_root(), "needs root (namespaces, cgroups, loop devices)")

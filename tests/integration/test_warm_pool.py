@@ -9,7 +9,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SPACE_BIN, Server, is_root, node_cgroup_name, space_cgroups  # noqa: E402
+from harness import SPACE_BIN, Server, is_root, mounts_under, node_cgroup_name, space_cgroups  # noqa: E402
 
 POOL = 3
 
@@ -47,11 +47,6 @@ def processes_in_cgroup(name):
         except OSError:
             pass
     return out
-
-
-def mounts_under(path):
-    with open("/proc/self/mountinfo") as f:
-        return [l.split()[4] for l in f if l.split()[4].startswith(path)]
 
 
 def roots(s):
