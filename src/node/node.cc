@@ -182,6 +182,12 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
     ASSIGN_OR_RETURN(store::SnapshotRecord snap, GetSnapshot(req.team, req.from_snapshot));
     ASSIGN_OR_RETURN(store::SandboxRecord origin, store_->GetSandbox(snap.sandbox));
     req.runtime = origin.runtime.empty() ? "ns" : origin.runtime;
+    auto resources = nlohmann::json::parse(origin.resources_json, nullptr, false);
+    if (req.runtime == "vm" && resources.is_object()) {
+      // A full checkpoint restores into the machine it was taken of: same RAM, same vCPUs.
+      req.memory_mb = resources.value("memory_mb", req.memory_mb);
+      req.cpus = resources.value("cpus", req.cpus);
+    }
   }
   if (req.runtime == "vm" && !vm_runtime_) {
     return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
