@@ -5,7 +5,9 @@ run, with the speedup of restore over cold boot, and what a full checkpoint stor
 
 Times are client-observed (POST ...?wait=true until the sandbox runs and its guest answered),
 so they include the node's work: cold boot = new root + disk clone + VMM start + kernel boot
-+ spaced's hello; restore = create from_snapshot (root from the local snapshot, VMM started
++ spaced's hello (on a node started with SPACE_VM_TEMPLATE_CHECKPOINTS=0); create from the
+template checkpoint = the default create path (reflinks of a saved, booted template VM, then
+-incoming), on a second node; restore = create from_snapshot (root from the local snapshot, VMM started
 with -incoming, guest resynced); fork = snapshot now (memory checkpoint + disk) + restore.
 Under TCG (no /dev/kvm) unless the host has KVM; the output says which.
 """
