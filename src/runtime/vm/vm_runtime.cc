@@ -344,8 +344,26 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
       return Status::Ok();
     }();
     if (!st.ok()) {
-      undo();
-      return st.Annotate("sandbox " + spec.id + ": template checkpoint");
+      // The fast path failed (the template VM would not boot or save): boot this one cold.
+      LogWarn("vm", "sandbox " + spec.id + ": template checkpoint unavailable, booting: " + st.ToString());
+      ::unlink(disk.c_str());
+      if (restore_state != spec.restore_state) ::unlink(restore_state.c_str());
+      restore_state = spec.restore_state;
+      plan.restore = false;
+      Status cold = [&]() -> Status {
+        std::string image;
+        {
+          std::lock_guard<std::mutex> assets(assets_mu_);
+          ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs,
+                                                         kDiskSlackBytes));
+        }
+        RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
+        return vm::CloneFile(image, disk);
+      }();
+      if (!cold.ok()) {
+        undo();
+        return cold.Annotate("sandbox " + spec.id + ": disk");
+      }
     }
   }
   SandboxSpec launch_spec = spec;
