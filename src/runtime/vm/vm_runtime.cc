@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
+#include <linux/sched.h>
 #include <sys/mount.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -120,7 +121,6 @@ struct ChildPlan {
   gid_t gid = 0;
   bool kvm_group = false;
   gid_t kvm_gid = 0;
-  pid_t parent = 0;
   int go_fd = -1;      // read end: the parent has put us in our cgroup
   int report_fd = -1;  // write end: errno of a failed step, then _exit
   int fds[vm::kInheritedFds] = {-1, -1, -1, -1, -1, -1};  // parked; dup2'ed onto kChannelFd + i
@@ -139,12 +139,14 @@ struct ChildPlan {
   // Mounts made by anyone later stay out of the VMM's view, and its own never propagate.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(p, 2);
   gid_t groups[1] = {p.kvm_gid};
-  if (::setgroups(p.kvm_group ? 1 : 0, groups) != 0) ChildFail(p, 3);
-  if (::setresgid(p.gid, p.gid, p.gid) != 0) ChildFail(p, 4);
-  if (::setresuid(p.uid, p.uid, p.uid) != 0) ChildFail(p, 5);
-  // Set after the uid change (which clears it); then make sure the node did not already die.
+  // Raw syscalls: after a raw clone glibc still believes the node's threads are ours, and its
+  // wrappers would try to broadcast the credential change to them.
+  if (::syscall(SYS_setgroups, p.kvm_group ? 1 : 0, groups) != 0) ChildFail(p, 3);
+  if (::syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail(p, 4);
+  if (::syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail(p, 5);
+  // Set after the uid change (which clears it). The node was alive when it sent "go"; in our
+  // own PID namespace getppid() is 0, so a death in between is caught by the node's pidfd.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) ChildFail(p, 6);
-  if (::getppid() != p.parent) ::_exit(125);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(p, 7);
   for (int i = 0; i < vm::kInheritedFds; ++i) {
     if (p.fds[i] >= 0 && ::dup2(p.fds[i], vm::kChannelFd + i) < 0) ChildFail(p, 8);
@@ -462,11 +464,14 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   p.gid = spec.uid_base;
   p.kvm_group = plan.kvm;
   p.kvm_gid = kvm_gid_;
-  p.parent = ::getpid();
   p.go_fd = go_r.get();
   p.report_fd = report_w.get();
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", "qemu", errno);
+  // The VMM is PID 1 of a PID namespace of its own: it sees no other process on the host.
+  clone_args ca{};
+  ca.flags = CLONE_NEWPID;
+  ca.exit_signal = SIGCHLD;
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &ca, sizeof ca));
+  if (pid < 0) return ErrnoStatus("clone3", "CLONE_NEWPID qemu", errno);
   if (pid == 0) RunChild(p);
   auto vm = std::make_shared<Vm>();
   vm->pid = pid;
