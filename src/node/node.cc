@@ -133,8 +133,9 @@ void Node::Stop() {
     if (Status st = l->runtime->Destroy(id); !st.ok()) LogWarn("node", st.ToString());
   }
   StopEgress();
-  // The per-data-dir scratch dir goes once empty (a restart makes it again).
+  // The per-data-dir scratch dirs go once empty (a restart makes them again).
   if (!run_dir_.empty()) ::rmdir(run_dir_.c_str());
+  if (vm_runtime_) ::rmdir((HostRunDir() + "/vm-" + Fnv1aHex(config_.data_dir)).c_str());
 }
 
 size_t Node::live_count() {
