@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress asan fuzz clean
+.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm asan fuzz clean
 
 all: build
 
@@ -67,6 +67,10 @@ bench-lifecycle: build
 
 bench-egress: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) python3 bench/egress.py
+
+# The vm runtime: cold boot vs restore from a full checkpoint vs fork (TCG without /dev/kvm).
+bench-vm: build
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 bench/vm.py
 
 asan: deps
 	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \

@@ -16,6 +16,7 @@ PACKAGES=(
   busybox-static debootstrap                # templates
   bubblewrap util-linux runc                # benchmark baselines (bwrap, unshare, runc)
   python3 iproute2 sqlite3 openssl          # integration tests (openssl: the egress tests' CA)
+  qemu-system-x86 e2fsprogs                 # the vm runtime: QEMU microVMs, ext4 disk images
   postgresql                                # throwaway cluster for the store tests (pg-test-cluster.sh)
 )
 

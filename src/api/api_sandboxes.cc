@@ -26,8 +26,8 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(c.template_name, GetString(b, "template", "base", 63));
   if (!IsTemplateName(c.template_name)) return InvalidArgument("template name '" + c.template_name + "' is not valid");
   ASSIGN_OR_RETURN(std::string runtime, GetString(b, "runtime", "ns", 16));
-  if (runtime == "vm") return InvalidArgument("runtime 'vm' is not available on this node yet; use 'ns'");
-  if (runtime != "ns") return InvalidArgument("runtime must be 'ns' or 'vm'");
+  if (runtime != "ns" && runtime != "vm") return InvalidArgument("runtime must be 'ns' or 'vm'");
+  c.runtime = runtime;
   ASSIGN_OR_RETURN(c.cpus, GetNumber(b, "cpus", 1, 0.05, 64));
   ASSIGN_OR_RETURN(c.memory_mb, GetInt(b, "memory_mb", 512, 16, 262144));
   ASSIGN_OR_RETURN(c.disk_mb, GetInt(b, "disk_mb", 2048, 16, 16 << 20));

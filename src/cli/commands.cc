@@ -84,12 +84,13 @@ int Main(int argc, char** argv) {
   dev_cmd->add_option("--egress-upstream-ca", dev.egress_upstream_ca,
                       "extra CA certificate file the gateway trusts for upstream TLS");
 
-  std::string tmpl = "base", id, src, dst, name;
+  std::string tmpl = "base", runtime = "ns", id, src, dst, name;
   int64_t timeout = 0;
   std::vector<std::string> env, meta, cmd;
   bool no_wait = false;
   auto* create = app.add_subcommand("create", "create a sandbox and print its id");
   create->add_option("--template,-t", tmpl, "template name");
+  create->add_option("--runtime", runtime, "ns (namespaces, default) or vm (a microVM with its own kernel)");
   create->add_option("--timeout", timeout, "seconds until the sandbox is destroyed");
   create->add_option("--env,-e", env, "K=V environment for every process");
   create->add_option("--metadata,-m", meta, "k=v metadata");
@@ -169,6 +170,7 @@ int Main(int argc, char** argv) {
   if (auto code = fleet_commands.Run(c, json)) return *code;
   if (create->parsed()) {
     nlohmann::json body = {{"template", tmpl}};
+    if (runtime != "ns") body["runtime"] = runtime;
     if (timeout > 0) body["timeout_s"] = timeout;
     if (!env.empty()) body["env"] = ParsePairs(env);
     if (!meta.empty()) body["metadata"] = ParsePairs(meta);

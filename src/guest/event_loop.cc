@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,11 @@ Status GuestDaemon::Init() {
     return ErrnoStatus("fcntl", "channel O_NONBLOCK", errno);
   }
   if (::fcntl(channel_.get(), F_SETFD, FD_CLOEXEC) != 0) return ErrnoStatus("fcntl", "channel FD_CLOEXEC", errno);
+  // In a microVM the channel is a virtio-serial port (a character device), where send()
+  // fails with ENOTSOCK; SIGPIPE is ignored by spaced, so write() is as safe there.
+  struct stat channel_stat;
+  if (::fstat(channel_.get(), &channel_stat) != 0) return ErrnoStatus("fstat", "channel", errno);
+  channel_is_socket_ = S_ISSOCK(channel_stat.st_mode);
 
   // SIGCHLD is consumed through the signalfd, so it must be blocked, not handled.
   sigset_t mask;
@@ -175,6 +181,12 @@ void GuestDaemon::Stop(Status status) {
 void GuestDaemon::ReadChannel() {
   char buf[64 * 1024];
   ssize_t n = RetryEintr([&] { return ::read(channel_.get(), buf, sizeof buf); });
+  if (n == 0 && !channel_is_socket_) {
+    // A virtio-serial port reads EOF while no host end is connected (the VMM's chardev is
+    // being replaced); the node comes back or the VMM dies with it. Back off, don't spin.
+    ::usleep(50 * 1000);
+    return;
+  }
   if (n == 0) return Stop(Status::Ok());
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -237,7 +249,9 @@ void GuestDaemon::FlushOutbox() {
     const std::string& front = outbox_.front();
     // MSG_NOSIGNAL: a vanished node must be an error here, not a SIGPIPE.
     ssize_t n = RetryEintr([&] {
-      return ::send(channel_.get(), front.data() + outbox_offset_, front.size() - outbox_offset_, MSG_NOSIGNAL);
+      const char* data = front.data() + outbox_offset_;
+      const size_t len = front.size() - outbox_offset_;
+      return channel_is_socket_ ? ::send(channel_.get(), data, len, MSG_NOSIGNAL) : ::write(channel_.get(), data, len);
     });
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {

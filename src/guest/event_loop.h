@@ -122,6 +122,7 @@ class GuestDaemon {
   UniqueFd timer_fd_;
   uint64_t channel_token_ = 0;
   bool channel_wants_out_ = false;
+  bool channel_is_socket_ = true;  // false for a virtio-serial port
   int64_t timer_armed_ns_ = 0;
 
   std::unordered_map<uint64_t, Watch> watches_;

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "guest/event_loop.h"
 #include "guest/protocol.h"
+#include "guest/vm_init.h"
 
 extern char** environ;
 
@@ -37,6 +38,13 @@ void EnsureStdioOpen() {
 int main() {
   using space::guest::kChannelFd;
   EnsureStdioOpen();
+  if (space::guest::StartedInVm()) {
+    // In a microVM spaced starts from the initramfs and makes its own root and channel.
+    if (space::Status st = space::guest::BootFromInitramfs(); !st.ok()) {
+      space::LogError("spaced", "vm boot: " + st.ToString());
+      return 1;
+    }
+  }
   // A write to a process whose stdin is closed must fail with EPIPE, not kill PID 1.
   ::signal(SIGPIPE, SIG_IGN);
   if (::fcntl(kChannelFd, F_GETFD) < 0) {

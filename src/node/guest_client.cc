@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "common/syscall.h"
 
 namespace space::node {
@@ -40,6 +41,34 @@ Status GuestClient::Start(int timeout_ms) {
   auto j = nlohmann::json::parse(hello.payload, nullptr, false);
   if (!j.is_object() || !j.contains("version") || j["version"] != guest::kVersion) {
     return Unavailable("sandbox " + sandbox_id_ + ": guest protocol version mismatch");
+  }
+  alive_ = true;
+  reader_ = std::thread([this] { ReadLoop(); });
+  return Status::Ok();
+}
+
+Status GuestClient::Resume(int timeout_ms) {
+  timeval tv{10, 0};
+  if (::setsockopt(channel_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) {
+    return ErrnoStatus("setsockopt SO_SNDTIMEO", sandbox_id_, errno);
+  }
+  const std::string nonce = "resume-" + RandomHex(8);
+  RETURN_IF_ERROR(guest::WriteFrame(channel_.get(), guest::FrameType::kPing, 0, nonce));
+  pollfd pfd{channel_.get(), POLLIN, 0};
+  const int64_t deadline = MonoNowNs() + int64_t{timeout_ms} * 1000000;
+  for (;;) {
+    int left = static_cast<int>((deadline - MonoNowNs()) / 1000000);
+    if (left <= 0) return Unavailable("sandbox " + sandbox_id_ + ": restored guest did not answer in time");
+    int r = ::poll(&pfd, 1, left);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoStatus("poll", "guest channel", errno);
+    if (r == 0) continue;
+    ASSIGN_OR_RETURN(guest::Frame f, guest::ReadFrame(channel_.get()));
+    if (f.type == guest::FrameType::kPong && f.stream == 0 && f.payload == nonce) break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_stream_ = (1u << 30) + static_cast<uint32_t>(std::stoul(RandomHex(7), nullptr, 16));
   }
   alive_ = true;
   reader_ = std::thread([this] { ReadLoop(); });

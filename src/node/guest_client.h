@@ -37,6 +37,11 @@ class GuestClient {
 
   // Reads the guest's hello (within `timeout_ms`), then starts the reader thread.
   Status Start(int timeout_ms);
+  // For a guest restored from a full checkpoint, which said hello long ago to another node
+  // connection: pings until the matching pong (within `timeout_ms`; older frames are
+  // dropped), then starts the reader. Stream ids start at a random high value so they never
+  // meet the streams the guest still has open from before the checkpoint.
+  Status Resume(int timeout_ms);
 
   // Registers `sink` on a fresh stream id.
   uint32_t OpenStream(std::shared_ptr<StreamSink> sink);

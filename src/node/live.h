@@ -24,7 +24,8 @@ struct Node::Live {
   std::atomic<int64_t> last_rolling_ms{0};  // when the rolling policy last took a snapshot
   int64_t rolling_every_ms = 0;             // from the sandbox's snapshot_policy; 0 = none
   std::unique_ptr<GuestClient> guest;
-  pid_t init_pid = -1;           // host pid of spaced
+  pid_t init_pid = -1;           // host pid of spaced (vm: of its VMM)
+  runtime::Runtime* runtime = nullptr;  // the node's ns or vm runtime, whichever runs it
   // Environment every process gets below its own request's env. Empty for a cold boot (the
   // sandbox's env is spaced's own environment then); a warm-pool sandbox gets its create's
   // env here, since its spaced started before the create existed.

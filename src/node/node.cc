@@ -14,11 +14,14 @@
 #include "common/random.h"
 #include "common/syscall.h"
 #include "node/live.h"
+#include "runtime/vm/vm_runtime.h"
 
 namespace space::node {
 namespace {
 
 constexpr int kHelloTimeoutMs = 10000;
+// A microVM boots a kernel first; under TCG emulation that takes seconds.
+constexpr int kVmHelloTimeoutMs = 90000;
 
 std::string Hostname(const std::string& id) {
   std::string h = id;
@@ -73,6 +76,19 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   rc.cgroup_name = "space-" + Fnv1aHex(config.data_dir);
   node->run_dir_ = rc.run_dir;
   ASSIGN_OR_RETURN(node->runtime_, runtime::NsRuntime::Create(rc));
+  if (::access("/usr/bin/qemu-system-x86_64", X_OK) == 0) {
+    // Its own scratch dir and parent cgroup, so each runtime reconciles only its own.
+    runtime::RuntimeConfig vc = rc;
+    vc.run_dir = HostRunDir() + "/vm-" + Fnv1aHex(config.data_dir);
+    vc.cgroup_name = rc.cgroup_name + "-vm";
+    if (const char* cache = std::getenv("SPACE_VM_CACHE_DIR")) vc.vm_cache_dir = cache;
+    auto vm = runtime::CreateVmRuntime(vc, config.data_dir + "/pool/vm-images");
+    if (vm.ok()) {
+      node->vm_runtime_ = std::move(vm).value();
+    } else {
+      LogWarn("node", "vm runtime unavailable: " + vm.status().ToString());
+    }
+  }
   node->ops_ = std::make_unique<Operations>(store, config.workers);
   node->blobs_dir_ = config.store_dir.empty() ? config.data_dir + "/store" : config.store_dir;
   ASSIGN_OR_RETURN(node->blobs_, snapshot::LocalBlobStore::Open(node->blobs_dir_));
@@ -114,11 +130,12 @@ void Node::Stop() {
   for (auto& [id, l] : live) {
     l->guest->Shutdown();
     DetachEgress(l.get());
-    if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("node", st.ToString());
+    if (Status st = l->runtime->Destroy(id); !st.ok()) LogWarn("node", st.ToString());
   }
   StopEgress();
-  // The per-data-dir scratch dir goes once empty (a restart makes it again).
+  // The per-data-dir scratch dirs go once empty (a restart makes them again).
   if (!run_dir_.empty()) ::rmdir(run_dir_.c_str());
+  if (vm_runtime_) ::rmdir((HostRunDir() + "/vm-" + Fnv1aHex(config_.data_dir)).c_str());
 }
 
 size_t Node::live_count() {
@@ -162,7 +179,26 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   }
   // A pooled sandbox brings its id (its hostname, root and cgroup were made for it): the id
   // was random and unseen until now, so the sandbox is as new to the user as a cold one.
-  std::shared_ptr<WarmSandbox> warm = TakeWarm(req);
+  if (!req.from_snapshot.empty()) {
+    ASSIGN_OR_RETURN(store::SnapshotRecord snap, GetSnapshot(req.team, req.from_snapshot));
+    ASSIGN_OR_RETURN(store::SandboxRecord origin, store_->GetSandbox(snap.sandbox));
+    req.runtime = origin.runtime.empty() ? "ns" : origin.runtime;
+    auto resources = nlohmann::json::parse(origin.resources_json, nullptr, false);
+    if (req.runtime == "vm" && resources.is_object()) {
+      // A full checkpoint restores into the machine it was taken of: same RAM, same vCPUs.
+      req.memory_mb = resources.value("memory_mb", req.memory_mb);
+      req.cpus = resources.value("cpus", req.cpus);
+    }
+  }
+  if (req.runtime == "vm" && !vm_runtime_) {
+    return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
+  }
+  if (req.runtime == "vm" && !req.egress_profiles.empty()) {
+    // The VMM has no network device yet: nothing would carry the egress the profiles allow.
+    return InvalidArgument("runtime 'vm' has no network yet: egress profiles need runtime 'ns'");
+  }
+  // Warm pools hold ns sandboxes only.
+  std::shared_ptr<WarmSandbox> warm = req.runtime == "ns" ? TakeWarm(req) : nullptr;
   if (warm && !current_digest.empty() && warm->template_digest != current_digest) {
     DestroyWarm(warm);
     warm.reset();
@@ -183,7 +219,7 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.template_name = req.template_name;
   rec.template_digest = template_digest;
   rec.head_snapshot = req.from_snapshot;
-  rec.runtime = "ns";
+  rec.runtime = req.runtime;
   rec.node = config_.node_name;
   rec.created_at_ms = WallNowMs();
   rec.timeout_s = req.timeout_s;
@@ -302,18 +338,29 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
     }
   }
   spec.guest_env.push_back("SPACE_SANDBOX_ID=" + rec->id);
+  runtime::Runtime* rt = RuntimeNamed(rec->runtime);
+  const bool vm = rt == vm_runtime_.get();
+  const std::string vm_state = spec.rootfs + "/" + runtime::kVmStateDir + "/" + runtime::kVmMemoryName;
+  if (vm) {
+    spec.template_digest = rec->template_digest;
+    // A root restored from a full snapshot carries the memory it was taken with.
+    if (::access(vm_state.c_str(), F_OK) == 0) spec.restore_state = vm_state;
+  }
   if (HasEgress(*rec)) {
     // The gateway's CA is added to the system bundle at boot; point the runtimes that keep
     // their own trust stores at it too.
     for (const auto& [k, v] : kEgressTrustEnv) spec.guest_env.push_back(std::string(k) + "=" + v);
   }
   (*steps)["uid_slot"] = static_cast<double>(MonoNowNs() - t) / 1e6;
-  auto launched = runtime_->Launch(spec);
+  auto launched = rt->Launch(spec);
   if (!launched.ok()) {
     uid_slots_.Release(slot);
     return launched.status();
   }
-  for (const auto& [name, us] : launched->steps_us) (*steps)["ns." + name] = static_cast<double>(us) / 1e3;
+  const std::string step_prefix = vm ? "vm." : "ns.";
+  for (const auto& [name, us] : launched->steps_us) (*steps)[step_prefix + name] = static_cast<double>(us) / 1e3;
+  // Loaded into the VMM: the memory state lives on only in the snapshot it came from.
+  if (!spec.restore_state.empty()) ::unlink(spec.restore_state.c_str());
   t = MonoNowNs();
   auto live = std::make_shared<Live>();
   live->id = rec->id;
@@ -326,6 +373,16 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
   if (policy.is_object()) live->rolling_every_ms = policy.value("every_s", int64_t{0}) * 1000;
   live->guest = std::make_unique<GuestClient>(std::move(launched->channel), rec->id);
   live->init_pid = launched->pid;
+  live->runtime = rt;
+  if (vm) {
+    // spaced's environment in a VM is what the kernel gave init; the sandbox's own env is
+    // added to every process instead (as for a warm-pool sandbox).
+    for (const auto& kv : spec.guest_env) {
+      auto eq = kv.find('=');
+      std::string k = kv.substr(0, eq);
+      if (k != "HOME" && k != "USER" && k != "LOGNAME" && k != "SHELL") live->base_env[k] = kv.substr(eq + 1);
+    }
+  }
   if (pooled != nullptr) {
     // The low-priority refill thread makes pooled sandboxes; what outlives the refill (spaced
     // and this channel's reader thread, which inherit the caller's nice value) must run at
@@ -349,9 +406,14 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
     std::lock_guard<std::mutex> lock(mu_);
     live_[rec->id] = live;
   }
-  RETURN_IF_ERROR(live->guest->Start(kHelloTimeoutMs));
-  (*steps)["guest_hello"] = static_cast<double>(MonoNowNs() - t) / 1e6;
-  if (HasEgress(*rec)) {
+  if (launched->restored) {
+    RETURN_IF_ERROR(live->guest->Resume(kVmHelloTimeoutMs));
+    (*steps)["guest_resync"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  } else {
+    RETURN_IF_ERROR(live->guest->Start(vm ? kVmHelloTimeoutMs : kHelloTimeoutMs));
+    (*steps)["guest_hello"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  }
+  if (HasEgress(*rec) && !vm) {
     t = MonoNowNs();
     RETURN_IF_ERROR(AttachEgress(*rec, live.get(), launched->pid));
     (*steps)["egress"] = static_cast<double>(MonoNowNs() - t) / 1e6;
@@ -371,7 +433,8 @@ void Node::TeardownLive(const std::string& id) {
   }
   if (live) live->guest->Shutdown();
   if (live) DetachEgress(live.get());
-  if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("node", "destroy " + id + ": " + st.ToString());
+  runtime::Runtime* rt = live && live->runtime ? live->runtime : RuntimeOf(id);
+  if (Status st = rt->Destroy(id); !st.ok()) LogWarn("node", "destroy " + id + ": " + st.ToString());
   if (live) uid_slots_.Release(live->uid_slot);
 }
 
@@ -393,6 +456,16 @@ int Node::EndDisowned() {
     ++ended;
   }
   return ended;
+}
+
+runtime::Runtime* Node::RuntimeOf(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it != live_.end() && it->second->runtime != nullptr) return it->second->runtime;
+  }
+  auto rec = store_->GetSandbox(id);
+  return RuntimeNamed(rec.ok() ? rec->runtime : "ns");
 }
 
 Result<store::SandboxRecord> Node::Get(const std::string& team, const std::string& id) {
@@ -501,9 +574,18 @@ void Node::TimeoutLoop() {
 Status Node::Reconcile() {
   // 1. Every sandbox process of a previous run lost its channel when that run died; end what
   //    is left of them (cgroups, scratch dirs) before anything else.
+  //    The vm runtime's VMMs died with the node (PR_SET_PDEATHSIG); their cgroups and
+  //    scratch dirs go here, and any VMM that outlived it with them.
   ASSIGN_OR_RETURN(std::set<std::string> present, runtime_->ListPresent());
   for (const auto& id : present) {
     if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("reconcile", st.ToString());
+  }
+  if (vm_runtime_) {
+    ASSIGN_OR_RETURN(std::set<std::string> vms, vm_runtime_->ListPresent());
+    for (const auto& id : vms) {
+      if (Status st = vm_runtime_->Destroy(id); !st.ok()) LogWarn("reconcile", st.ToString());
+    }
+    present.insert(vms.begin(), vms.end());
   }
   // 2. Operations that were in flight are over: their effects are converged below.
   ASSIGN_OR_RETURN(auto ops, store_->ListUnfinishedOperations());
@@ -538,7 +620,7 @@ Status Node::Reconcile() {
       nlohmann::json steps = nlohmann::json::object();
       Status st = Boot(&rec, &steps);
       // A paused sandbox comes back paused (its processes restarted, then frozen).
-      if (st.ok() && rec.state == "paused") st = runtime_->Freeze(rec.id);
+      if (st.ok() && rec.state == "paused") st = RuntimeNamed(rec.runtime)->Freeze(rec.id);
       if (st.ok()) {
         keep.insert(rec.id);
         RETURN_IF_ERROR(store_->PutSandbox(rec));

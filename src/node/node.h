@@ -72,6 +72,7 @@ struct CreateRequest {
   std::string from_snapshot;     // restore this snapshot instead of cloning the template
   nlohmann::json snapshot_policy = nlohmann::json::object();  // {"every_s","keep","max_age_s"} or {}
   std::vector<std::string> credentials;  // names; the sandbox gets placeholders, never secrets
+  std::string runtime = "ns";    // "ns" or "vm"; a restore keeps its origin's
   // A fork's egress policy: its parent's copy of the profiles (egress_json), not the
   // profiles' current state. Empty: resolve `egress_profiles` now.
   std::string inherited_egress_json;
@@ -183,6 +184,8 @@ class Node {
   store::Store* store() { return store_; }
   std::string pool_kind() const { return pool_->kind(); }
   std::string cgroup_version() const { return runtime_->cgroup_version(); }
+  // Whether this node can run `vm` sandboxes (QEMU present, its runtime started).
+  bool has_vm_runtime() const { return vm_runtime_ != nullptr; }
   size_t live_count();
   // Warm pool state as Prometheus text (size, target, hits, misses per template); "" when no
   // pool is configured.
@@ -250,6 +253,14 @@ class Node {
   Result<nlohmann::json> LiveWriteFile(Live* live, const std::string& path, int mode, std::string_view data,
                                        const std::string& owner = "");
   Status SetState(const std::string& id, const std::string& state);
+  // The runtime a sandbox runs on: its record's `runtime` (ns when unknown).
+  runtime::Runtime* RuntimeOf(const std::string& id);
+  runtime::Runtime* RuntimeNamed(const std::string& name) {
+    return name == "vm" && vm_runtime_ ? vm_runtime_.get() : runtime_.get();
+  }
+  // A full checkpoint of a vm sandbox into snapshot `snap_id` (node_vm.cc): memory and
+  // device state beside its disk image, then the pool's snapshot of both.
+  Status SnapshotVm(const store::SandboxRecord& rec, const std::string& snap_id);
   Result<store::SandboxRecord> InState(const std::string& team, const std::string& id,
                                        std::initializer_list<const char*> states, const std::string& action);
 
@@ -258,6 +269,7 @@ class Node {
   std::string run_dir_;  // the runtime's scratch dir on tmpfs
   std::unique_ptr<storage::Pool> pool_;
   std::unique_ptr<runtime::NsRuntime> runtime_;
+  std::unique_ptr<runtime::Runtime> vm_runtime_;  // null when QEMU is missing
   UidSlots uid_slots_;
   std::unique_ptr<Operations> ops_;
   std::unique_ptr<snapshot::LocalBlobStore> blobs_;

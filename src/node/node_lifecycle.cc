@@ -40,7 +40,7 @@ Result<store::OperationRecord> Node::Pause(const std::string& team, const std::s
   return ops_->Submit(team, "pause", id, [this, id]() -> Status {
     ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(id));
     if (rec.state != "running") return Conflict("sandbox " + id + " is " + rec.state + ", not running");
-    RETURN_IF_ERROR(runtime_->Freeze(id));
+    RETURN_IF_ERROR(RuntimeOf(id)->Freeze(id));
     return SetState(id, "paused");
   });
 }
@@ -54,7 +54,7 @@ Result<store::OperationRecord> Node::Resume(const std::string& team, const std::
   return ops_->Submit(team, "resume", id, [this, id]() -> Status {
     ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(id));
     if (rec.state != "paused") return Conflict("sandbox " + id + " is " + rec.state + ", not paused");
-    RETURN_IF_ERROR(runtime_->Thaw(id));
+    RETURN_IF_ERROR(RuntimeOf(id)->Thaw(id));
     return SetState(id, "running");
   });
 }
@@ -64,19 +64,25 @@ Status Node::RunSnapshot(const std::string& id, store::SnapshotRecord* snap) {
   if (rec.state != "running" && rec.state != "paused") {
     return Conflict("cannot snapshot sandbox " + id + " while it is " + rec.state);
   }
-  // No syncfs first: btrfs flushes the subvolume's dirty data as part of the snapshot's own
-  // commit. A pool-wide syncfs before freezing would shorten the frozen window for a sandbox
-  // with much unwritten data, but it costs a second commit (~5 ms measured with
-  // bench/lifecycle.py) on every snapshot.
-  // Frozen processes write nothing, so the snapshot is consistent with one instant.
-  bool freeze = rec.state == "running";
-  if (freeze) RETURN_IF_ERROR(runtime_->Freeze(id));
-  auto path = pool_->SnapshotRoot(id, snap->id);
-  if (freeze) {
-    if (Status st = runtime_->Thaw(id); !st.ok()) LogError("node", "thaw after snapshot: " + st.ToString());
-  }
-  RETURN_IF_ERROR(path.status());
   snap->parent = rec.head_snapshot;
+  if (rec.runtime == "vm") {
+    // Memory, devices and disk: a running process goes on from where it was after restore.
+    snap->kind = "full";
+    RETURN_IF_ERROR(SnapshotVm(rec, snap->id));
+  } else {
+    // No syncfs first: btrfs flushes the subvolume's dirty data as part of the snapshot's own
+    // commit. A pool-wide syncfs before freezing would shorten the frozen window for a sandbox
+    // with much unwritten data, but it costs a second commit (~5 ms measured with
+    // bench/lifecycle.py) on every snapshot.
+    // Frozen processes write nothing, so the snapshot is consistent with one instant.
+    bool freeze = rec.state == "running";
+    if (freeze) RETURN_IF_ERROR(runtime_->Freeze(id));
+    auto path = pool_->SnapshotRoot(id, snap->id);
+    if (freeze) {
+      if (Status st = runtime_->Thaw(id); !st.ok()) LogError("node", "thaw after snapshot: " + st.ToString());
+    }
+    RETURN_IF_ERROR(path.status());
+  }
   snap->state = "local";
   snap->size_bytes = static_cast<int64_t>(pool_->SnapshotExclusiveBytes(snap->id));
   RETURN_IF_ERROR(store_->PutSnapshot(*snap));

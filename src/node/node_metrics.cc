@@ -20,7 +20,7 @@ Result<nlohmann::json> Node::Metrics(const std::string& team, const std::string&
     if (it != live_.end()) live = it->second;
   }
   if (!live) return Unavailable("sandbox " + id + " is not on this node right now");
-  ASSIGN_OR_RETURN(runtime::ResourceUsage u, runtime_->Usage(id));
+  ASSIGN_OR_RETURN(runtime::ResourceUsage u, RuntimeOf(id)->Usage(id));
   auto resources = nlohmann::json::parse(rec.resources_json, nullptr, false);
   double cpus = resources.is_object() ? resources.value("cpus", 1.0) : 1.0;
   int64_t memory_mb = resources.is_object() ? resources.value("memory_mb", int64_t{512}) : 512;

@@ -116,14 +116,15 @@ Status Node::RunSuspend(const std::string& id) {
   snap.created_at_ms = WallNowMs();
   // Frozen from the snapshot on, so nothing written after it is lost when it stops. Marked
   // paused first so RunSnapshot neither freezes nor thaws it.
-  RETURN_IF_ERROR(runtime_->Freeze(id));
+  runtime::Runtime* rt = RuntimeOf(id);
+  RETURN_IF_ERROR(rt->Freeze(id));
   Status st = SetState(id, "paused");
   if (st.ok()) st = RunSnapshot(id, &snap);
   if (st.ok()) st = SetState(id, "suspending");
   if (st.ok()) st = RunExport(snap.id);
   if (!st.ok()) {
     // Not suspended: it goes on where it was, nothing lost.
-    if (before == "running") (void)runtime_->Thaw(id);
+    if (before == "running") (void)rt->Thaw(id);
     (void)SetState(id, before);
     return st.Annotate("suspend " + id);
   }

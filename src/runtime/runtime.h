@@ -1,8 +1,9 @@
-// The `ns` runtime: starts a sandbox's init (`spaced`) inside fresh Linux namespaces over a
-// prepared root directory, and tears it down.
+// Runtimes: what starts a sandbox's init (`spaced`) over a prepared root and tears it down.
+// `ns` runs it inside fresh Linux namespaces (runtime/ns/); `vm` boots it as PID 1 of a
+// QEMU microVM whose disk image lives in that root (runtime/vm/).
 //
-// Owned by the node agent; one instance per node. Thread-safe: Launch/Destroy may run
-// concurrently for different sandboxes.
+// Owned by the node agent; one instance of each per node. Thread-safe: Launch/Destroy may
+// run concurrently for different sandboxes.
 #pragma once
 
 #include <sys/types.h>
@@ -45,6 +46,10 @@ struct SandboxSpec {
   Limits limits;
   std::string guest_binary;  // host path of the static `spaced` executable
   std::vector<std::string> guest_env;  // initial environment of spaced ("K=V")
+  // vm only: the template's digest (the key of its cached disk image) and, to restore a
+  // full checkpoint instead of booting, the host path of its memory and device state.
+  std::string template_digest;
+  std::string restore_state;
 };
 
 struct LaunchedSandbox {
@@ -53,6 +58,8 @@ struct LaunchedSandbox {
   UniqueFd channel;    // node end of the guest channel (SOCK_STREAM, CLOEXEC)
   // Named setup steps with their durations in microseconds, in execution order.
   std::vector<std::pair<std::string, int64_t>> steps_us;
+  // Restored from a full checkpoint: the guest is mid-conversation and sends no hello.
+  bool restored = false;
 };
 
 struct RuntimeConfig {
@@ -61,14 +68,13 @@ struct RuntimeConfig {
   std::string cgroup_root = "/sys/fs/cgroup";  // where the cgroup hierarchies are mounted
   // How long a launch may spend in the child's setup before it is killed.
   int64_t child_setup_timeout_ms = 10000;
+  // vm only: host-wide cache of the guest kernel, initramfs and template disk images.
+  std::string vm_cache_dir = "/var/cache/space/vm";
 };
 
-class NsRuntime {
+class Runtime {
  public:
-  // Probes the host (cgroup v1/v2 layout, idmapped mounts), prepares the seccomp program
-  // and the parent cgroups.
-  static Result<std::unique_ptr<NsRuntime>> Create(const RuntimeConfig& config);
-  virtual ~NsRuntime() = default;
+  virtual ~Runtime() = default;
 
   // Starts the sandbox. On failure nothing is left behind and the Status names the setup
   // step and errno ("sandbox sbx_x: step mount_proc: mount proc: EPERM ...").
@@ -94,6 +100,23 @@ class NsRuntime {
 
   // "v1" or "v2": which cgroup layout limits are applied through.
   virtual std::string cgroup_version() const = 0;
+
+  // Full checkpoints (memory and device state), where the runtime has them (vm). Checkpoint
+  // stops the sandbox and writes that state to the new file `state_path`; the sandbox stays
+  // stopped until Thaw or Destroy, so its disk can be copied consistent with the state.
+  virtual bool full_checkpoints() const { return false; }
+  virtual Status Checkpoint(const std::string& id, const std::string& state_path) {
+    (void)state_path;
+    return Conflict("sandbox " + id + ": this runtime keeps files, not memory (no full checkpoints)");
+  }
+};
+
+// The `ns` runtime.
+class NsRuntime : public Runtime {
+ public:
+  // Probes the host (cgroup v1/v2 layout, idmapped mounts), prepares the seccomp program
+  // and the parent cgroups.
+  static Result<std::unique_ptr<NsRuntime>> Create(const RuntimeConfig& config);
 };
 
 }  // namespace space::runtime

@@ -1,0 +1,57 @@
+// What a microVM boots from, prepared once per host and cached under RuntimeConfig's
+// vm_cache_dir (world-readable: the VMM runs unprivileged):
+//   kernel-<arch>/  vmlinuz, modules/N-<name>.ko, version — from Debian's
+//                   linux-image-cloud-amd64, fetched with apt-get download (never installed
+//                   into the host's /boot), unpacked with dpkg-deb
+//   initrd-<key>.cpio  spaced as /init plus those modules; key = spaced's and the kernel's hash
+//   disks/<digest>.img  a template as an ext4 image (mkfs.ext4 -d)
+// and each sandbox's disk: a reflink (FICLONE) of its template's image where the filesystem
+// shares blocks (btrfs), a plain copy elsewhere.
+//
+// Thread-compatible: the caller (VmRuntime) serializes preparation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace space::runtime::vm {
+
+// The five modules the cloud kernel needs for our devices, in load order.
+inline constexpr const char* kGuestModules[] = {"virtio_ring", "virtio", "virtio_mmio", "virtio_console",
+                                                "virtio_blk"};
+
+struct GuestKernel {
+  std::string dir;      // <cache>/kernel
+  std::string vmlinuz;  // <dir>/vmlinuz
+  std::string version;  // "6.1.0-57-cloud-amd64"
+  std::vector<std::string> modules;  // <dir>/modules/N-<name>.ko, in load order
+};
+
+// Fetches and unpacks the kernel unless the cache has it.
+Result<GuestKernel> EnsureGuestKernel(const std::string& cache_dir);
+
+// One file of an initramfs: a directory (data empty, mode S_IFDIR|...), a regular file, or
+// a character device (rdev set).
+struct CpioEntry {
+  std::string name;  // relative, no leading '/'
+  unsigned mode = 0;
+  std::string data;
+  unsigned rdev_major = 0, rdev_minor = 0;
+};
+// The entries as a "newc" cpio archive (what the kernel unpacks as an initramfs).
+std::string CpioArchive(const std::vector<CpioEntry>& entries);
+
+// The initramfs for `spaced` (a static binary) and `kernel`; built unless cached.
+Result<std::string> EnsureInitramfs(const std::string& cache_dir, const GuestKernel& kernel, const std::string& spaced);
+
+// The ext4 image of the template tree at `tree` (digest `digest`); built unless cached.
+// Sized to the tree plus `slack_bytes` of free space for the sandbox's writes.
+Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::string& digest, const std::string& tree,
+                                       uint64_t slack_bytes);
+
+// Copies `from` to the new file `to`, sharing blocks where the filesystem can (FICLONE).
+Status CloneFile(const std::string& from, const std::string& to);
+
+}  // namespace space::runtime::vm

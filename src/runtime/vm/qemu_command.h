@@ -1,0 +1,38 @@
+// The QEMU command line of one microVM, built from a validated plan. Pure: no I/O, so the
+// device set (and with it the VMM's attack surface) is pinned by qemu_command_test.cc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace space::runtime::vm {
+
+// Inherited fd numbers, fixed in the VMM process (the launcher dup2s onto them).
+inline constexpr int kChannelFd = 3;   // node end <-> virtserialport (guest protocol)
+inline constexpr int kQmpFd = 4;       // QMP monitor
+inline constexpr int kDiskFd = 5;      // the sandbox's disk image, read-write
+inline constexpr int kConsoleFd = 6;   // serial console log, write-only
+inline constexpr int kIncomingFd = 7;  // memory and device state to restore (optional)
+inline constexpr int kDiskReadOnlyFd = 8;  // the same disk image, read-only: QEMU probes it so
+inline constexpr int kInheritedFds = 6;    // kChannelFd .. kDiskReadOnlyFd
+// The virtserialport's name; spaced looks it up in /sys/class/virtio-ports.
+inline constexpr char kPortName[] = "space.0";
+
+struct QemuPlan {
+  std::string qemu_binary = "/usr/bin/qemu-system-x86_64";
+  bool kvm = false;          // /dev/kvm usable; otherwise TCG emulation
+  std::string kernel;        // host path, world-readable (the VMM runs unprivileged)
+  std::string initrd;
+  std::string hostname;      // passed on the kernel command line; [A-Za-z0-9._-]
+  int memory_mb = 512;
+  int cpus = 1;
+  bool restore = false;      // -incoming from kIncomingFd
+  // The host's TSC rate. Under TCG the guest's TSC is the host's, but this kernel has no
+  // reference clock to measure it against on microvm (no PIT/HPET with ACPI on) and hangs
+  // calibrating its timers; told the rate (tsc_early_khz), it boots. 0: not passed.
+  int64_t tsc_khz = 0;
+};
+
+std::vector<std::string> QemuArgs(const QemuPlan& plan);
+
+}  // namespace space::runtime::vm

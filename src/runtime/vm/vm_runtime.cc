@@ -1,0 +1,666 @@
+#include "runtime/vm/vm_runtime.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <linux/sched.h>
+#include <sys/mount.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/syscall.h"
+#include "guest/protocol.h"
+#include "runtime/ns/cgroup.h"
+#include "runtime/vm/guest_assets.h"
+#include "runtime/vm/qemu_command.h"
+#include "runtime/vm/qmp_client.h"
+
+namespace space::runtime {
+namespace {
+
+// What QEMU itself needs beyond the guest's RAM (TCG's 64 MiB translation cache, device
+// emulation, migration buffers): the cgroup limit is guest RAM plus this.
+constexpr uint64_t kVmmOverheadBytes = 384ull << 20;
+// QEMU's threads (vCPUs, I/O, RCU, migration) count against pids.max.
+constexpr uint64_t kVmmPidsMax = 128;
+// Free space in a new template disk image for the sandbox's own writes.
+constexpr uint64_t kDiskSlackBytes = 256ull << 20;
+constexpr int kQmpTimeoutMs = 20000;
+constexpr int64_t kRestoreTimeoutMs = 180000;
+constexpr int64_t kCheckpointTimeoutMs = 600000;
+constexpr int kDestroyWaitMs = 5000;
+constexpr int kTemplateBootTimeoutMs = 120000;
+// Where the launcher parks fds before dup2 onto the fixed numbers of qemu_command.h.
+constexpr int kParkedFdBase = 100;
+
+bool IsIdChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+Status ValidateId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return InvalidArgument("sandbox id must be 1..64 characters");
+  for (char c : id) {
+    if (!IsIdChar(c)) return InvalidArgument("sandbox id " + id + ": only [A-Za-z0-9_-] allowed");
+  }
+  return Status::Ok();
+}
+
+Status ValidateSpec(const SandboxSpec& spec) {
+  RETURN_IF_ERROR(ValidateId(spec.id));
+  if (spec.rootfs.empty() || spec.rootfs[0] != '/') return InvalidArgument("rootfs must be an absolute path");
+  if (spec.guest_binary.empty() || spec.guest_binary[0] != '/') {
+    return InvalidArgument("guest_binary must be an absolute path");
+  }
+  if (spec.hostname.empty() || spec.hostname.size() > 64) return InvalidArgument("hostname must be 1..64 bytes");
+  for (char c : spec.hostname) {
+    if (!(IsIdChar(c) || c == '.')) return InvalidArgument("hostname: only [A-Za-z0-9._-] allowed");
+  }
+  // The VMM must never run as host root.
+  if (spec.uid_base == 0 || spec.uid_base % kUidRangeSize != 0) {
+    return InvalidArgument("uid_base must be a non-zero multiple of 65536");
+  }
+  if (spec.limits.memory_bytes < (64u << 20) || spec.limits.memory_bytes > (64ull << 30)) {
+    return InvalidArgument("a vm sandbox needs 64 MiB .. 64 GiB of memory");
+  }
+  return Status::Ok();
+}
+
+bool Exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
+
+// The host's TSC rate in kHz, from /proc/cpuinfo's "cpu MHz" (the TSC rate on hosts with a
+// constant TSC, which TCG hands to its guests as is); 0 when unknown.
+int64_t HostTscKhz() {
+  auto info = ReadFileToString("/proc/cpuinfo", 4 << 20);
+  if (!info.ok()) return 0;
+  size_t pos = info->find("cpu MHz");
+  if (pos == std::string::npos) return 0;
+  size_t colon = info->find(':', pos);
+  if (colon == std::string::npos) return 0;
+  double mhz = std::strtod(info->c_str() + colon + 1, nullptr);
+  return mhz > 0 && mhz < 100000 ? static_cast<int64_t>(mhz * 1000) : 0;
+}
+
+// The last `n` bytes of a file, for errors that should say what QEMU printed.
+std::string Tail(const std::string& path, size_t n) {
+  auto s = ReadFileToString(path, 4 << 20);
+  if (!s.ok()) return "";
+  std::string t = s->size() > n ? s->substr(s->size() - n) : *s;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  return t;
+}
+
+// What one running VMM is to the runtime.
+struct Vm {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+  std::unique_ptr<vm::QmpClient> qmp;
+  UniqueFd channel;  // node end of the guest channel, until Launch hands it over
+};
+
+// Everything the launcher child needs, prepared before fork: after fork it only makes
+// async-signal-safe calls (the node is multithreaded).
+struct ChildPlan {
+  std::vector<std::string> argv_storage;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool kvm_group = false;
+  gid_t kvm_gid = 0;
+  int go_fd = -1;      // read end: the parent has put us in our cgroup
+  int report_fd = -1;  // write end: errno of a failed step, then _exit
+  int fds[vm::kInheritedFds] = {-1, -1, -1, -1, -1, -1};  // parked; dup2'ed onto kChannelFd + i
+};
+
+[[noreturn]] void ChildFail(const ChildPlan& p, int step) {
+  int report[2] = {step, errno};
+  (void)!::write(p.report_fd, report, sizeof report);
+  ::_exit(127);
+}
+
+[[noreturn]] void RunChild(const ChildPlan& p) {
+  char go = 0;
+  if (::read(p.go_fd, &go, 1) != 1) ::_exit(126);
+  if (::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS) != 0) ChildFail(p, 1);
+  // Mounts made by anyone later stay out of the VMM's view, and its own never propagate.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(p, 2);
+  gid_t groups[1] = {p.kvm_gid};
+  // Raw syscalls: after a raw clone glibc still believes the node's threads are ours, and its
+  // wrappers would try to broadcast the credential change to them.
+  if (::syscall(SYS_setgroups, p.kvm_group ? 1 : 0, groups) != 0) ChildFail(p, 3);
+  if (::syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail(p, 4);
+  if (::syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail(p, 5);
+  // Set after the uid change (which clears it). The node was alive when it sent "go"; in our
+  // own PID namespace getppid() is 0, so a death in between is caught by the node's pidfd.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) ChildFail(p, 6);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(p, 7);
+  for (int i = 0; i < vm::kInheritedFds; ++i) {
+    if (p.fds[i] >= 0 && ::dup2(p.fds[i], vm::kChannelFd + i) < 0) ChildFail(p, 8);
+  }
+  // QEMU's own messages (bad arguments, failed restores) go to the console log.
+  if (::dup2(vm::kConsoleFd, 1) < 0 || ::dup2(vm::kConsoleFd, 2) < 0) ChildFail(p, 8);
+  ::execve(p.argv[0], p.argv.data(), p.envp.data());
+  ChildFail(p, 9);
+}
+
+const char* ChildStepName(int step) {
+  switch (step) {
+    case 1: return "unshare namespaces";
+    case 2: return "make mounts private";
+    case 3: return "setgroups";
+    case 4: return "setresgid";
+    case 5: return "setresuid";
+    case 6: return "PR_SET_PDEATHSIG";
+    case 7: return "PR_SET_NO_NEW_PRIVS";
+    case 8: return "dup2";
+    case 9: return "execve";
+    default: return "?";
+  }
+}
+
+Status ReapChild(pid_t pid, int pidfd, int timeout_ms) {
+  pollfd pfd{pidfd, POLLIN, 0};
+  int rc = RetryEintr([&] { return ::poll(&pfd, 1, timeout_ms); });
+  if (rc < 0) return ErrnoStatus("poll", "pidfd " + std::to_string(pid), errno);
+  if (rc == 0) return DeadlineExceeded("VMM pid " + std::to_string(pid) + " did not exit after SIGKILL");
+  int status = 0;
+  if (RetryEintr([&] { return ::waitpid(pid, &status, 0); }) < 0 && errno != ECHILD) {
+    return ErrnoStatus("waitpid", std::to_string(pid), errno);
+  }
+  return Status::Ok();
+}
+
+class VmRuntimeImpl final : public Runtime {
+ public:
+  VmRuntimeImpl(RuntimeConfig config, std::string image_dir, ns::Cgroups cgroups, bool kvm, gid_t kvm_gid,
+                int64_t host_tsc_khz)
+      : config_(std::move(config)),
+        image_dir_(std::move(image_dir)),
+        cgroups_(std::move(cgroups)),
+        kvm_(kvm),
+        kvm_gid_(kvm_gid),
+        host_tsc_khz_(host_tsc_khz) {}
+
+  Result<LaunchedSandbox> Launch(const SandboxSpec& spec) override;
+  Status Destroy(const std::string& id) override;
+  Status Freeze(const std::string& id) override { return Qmp(id, "stop"); }
+  Status Thaw(const std::string& id) override { return Qmp(id, "cont"); }
+  Status UpdateLimits(const std::string& id, const Limits& limits) override {
+    RETURN_IF_ERROR(ValidateId(id));
+    Limits l = limits;
+    l.memory_bytes += kVmmOverheadBytes;  // guest RAM itself was fixed at boot
+    l.pids_max = kVmmPidsMax;
+    return cgroups_.UpdateLimits(id, l);
+  }
+  Result<ResourceUsage> Usage(const std::string& id) override {
+    RETURN_IF_ERROR(ValidateId(id));
+    return cgroups_.Usage(id);
+  }
+  Result<std::set<std::string>> ListPresent() override;
+  std::string cgroup_version() const override { return cgroups_.v2() ? "v2" : "v1"; }
+  bool full_checkpoints() const override { return true; }
+  Status Checkpoint(const std::string& id, const std::string& state_path) override;
+
+ private:
+  std::string SandboxDir(const std::string& id) const { return config_.run_dir + "/" + id; }
+  std::shared_ptr<Vm> Find(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vms_.find(id);
+    return it == vms_.end() ? nullptr : it->second;
+  }
+  Status Qmp(const std::string& id, const std::string& command) {
+    auto vm = Find(id);
+    if (!vm) return NotFound("vm sandbox " + id + " is not running here");
+    return vm->qmp->Execute(command).status().Annotate("sandbox " + id);
+  }
+  // Kernel, initramfs and the template's disk image, prepared once (serialized).
+  Status PrepareDisk(const SandboxSpec& spec, std::string* kernel, std::string* initrd);
+  // Stops the VM and writes its memory and device state to `state_path`.
+  Status SaveState(Vm& vm, const std::string& id, const std::string& state_path);
+  // The template checkpoint for `spec`'s template and `plan`'s machine shape: a VM booted from
+  // the template's image until spaced said hello, then saved (disk + memory). New sandboxes
+  // restore a reflink of it instead of booting. Made on first use, in `spec`'s cgroup.
+  Result<std::string> EnsureTemplateCheckpoint(const SandboxSpec& spec, const vm::QemuPlan& plan);
+  Result<std::shared_ptr<Vm>> StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan, const std::string& disk);
+
+  const RuntimeConfig config_;
+  const std::string image_dir_;  // template images and checkpoints, on the pool's filesystem
+  const ns::Cgroups cgroups_;
+  const bool kvm_;
+  const gid_t kvm_gid_;
+  const int64_t host_tsc_khz_;  // 0 when unknown
+  // New sandboxes restore a saved, booted VM of their template instead of booting one;
+  // SPACE_VM_TEMPLATE_CHECKPOINTS=0 turns that off (cold boots, e.g. to measure them).
+  const bool template_checkpoints_ = [] {
+    const char* v = std::getenv("SPACE_VM_TEMPLATE_CHECKPOINTS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  std::mutex assets_mu_;
+  std::optional<vm::GuestKernel> kernel_;  // GUARDED_BY(assets_mu_)
+  std::string initrd_;                     // GUARDED_BY(assets_mu_)
+  std::string initrd_for_;                 // GUARDED_BY(assets_mu_): spaced's path:size:mtime
+  std::mutex template_mu_;  // serializes template checkpoint creation
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Vm>> vms_;  // GUARDED_BY(mu_)
+};
+
+Status VmRuntimeImpl::PrepareDisk(const SandboxSpec& spec, std::string* kernel, std::string* initrd) {
+  std::lock_guard<std::mutex> lock(assets_mu_);
+  if (!kernel_) {
+    ASSIGN_OR_RETURN(vm::GuestKernel k, vm::EnsureGuestKernel(config_.vm_cache_dir));
+    kernel_ = std::move(k);
+  }
+  // Rebuilt when spaced changes (the key hashes its bytes); re-hashed only when its path,
+  // size or mtime changed, since reading it costs ~0.3 s of every launch otherwise.
+  struct stat sb;
+  if (::stat(spec.guest_binary.c_str(), &sb) != 0) return ErrnoStatus("stat", spec.guest_binary, errno);
+  const std::string initrd_for = spec.guest_binary + ":" + std::to_string(sb.st_size) + ":" +
+                                 std::to_string(sb.st_mtim.tv_sec) + "." + std::to_string(sb.st_mtim.tv_nsec);
+  if (initrd_.empty() || initrd_for != initrd_for_ || !Exists(initrd_)) {
+    ASSIGN_OR_RETURN(initrd_, vm::EnsureInitramfs(config_.vm_cache_dir, *kernel_, spec.guest_binary));
+    initrd_for_ = initrd_for;
+  }
+  *kernel = kernel_->vmlinuz;
+  *initrd = initrd_;
+  const std::string state_dir = spec.rootfs + "/" + kVmStateDir;
+  const std::string disk = state_dir + "/" + kVmDiskName;
+  if (Exists(disk)) return Status::Ok();  // restored from a snapshot, or booted before
+  if (template_checkpoints_) return Status::Ok();  // Launch clones the checkpoint
+  // A fresh root is a clone of its template: the image is built from it once per digest,
+  // before the state dir exists in it.
+  ASSIGN_OR_RETURN(std::string image,
+                   vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs, kDiskSlackBytes));
+  RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
+  return vm::CloneFile(image, disk);
+}
+
+Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
+  LaunchedSandbox out;
+  int64_t t0 = MonoNowNs();
+  auto mark = [&](const char* name) {
+    int64_t now = MonoNowNs();
+    out.steps_us.emplace_back(name, (now - t0) / 1000);
+    t0 = now;
+  };
+  RETURN_IF_ERROR(ValidateSpec(spec));
+  vm::QemuPlan plan;
+  plan.kvm = kvm_;
+  plan.hostname = spec.hostname;
+  plan.memory_mb = static_cast<int>(spec.limits.memory_bytes >> 20);
+  plan.cpus = std::max(1, static_cast<int>(spec.limits.cpus + 0.5));
+  plan.restore = !spec.restore_state.empty();
+  plan.tsc_khz = host_tsc_khz_;
+  const std::string state_dir = spec.rootfs + "/" + kVmStateDir;
+  const std::string disk = state_dir + "/" + kVmDiskName;
+  const bool fresh = spec.restore_state.empty() && !Exists(disk);
+  RETURN_IF_ERROR(PrepareDisk(spec, &plan.kernel, &plan.initrd).Annotate("sandbox " + spec.id + ": guest assets"));
+  mark("vm_assets");
+  std::string restore_state = spec.restore_state;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (vms_.count(spec.id)) return Conflict("sandbox " + spec.id + " is already running");
+  }
+  Limits limits = spec.limits;
+  limits.memory_bytes += kVmmOverheadBytes;
+  limits.pids_max = kVmmPidsMax;
+  RETURN_IF_ERROR(cgroups_.Create(spec.id, limits).Annotate("sandbox " + spec.id));
+  const std::string dir = SandboxDir(spec.id);
+  auto undo = [&] {
+    (void)cgroups_.KillAll(spec.id);
+    (void)cgroups_.Remove(spec.id);
+    ::unlink((dir + "/console.log").c_str());
+    ::rmdir(dir.c_str());
+  };
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    Status st = ErrnoStatus("mkdir", dir, errno);
+    undo();
+    return st;
+  }
+  mark("vm_cgroup");
+  if (fresh && template_checkpoints_) {
+    // A new sandbox restores its template's checkpoint (a reflink of disk and memory)
+    // instead of booting a kernel.
+    Status st = [&]() -> Status {
+      ASSIGN_OR_RETURN(std::string ckpt, EnsureTemplateCheckpoint(spec, plan));
+      mark("vm_template_checkpoint");
+      RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
+      RETURN_IF_ERROR(vm::CloneFile(ckpt + "/" + kVmDiskName, disk));
+      restore_state = state_dir + "/" + kVmMemoryName;
+      RETURN_IF_ERROR(vm::CloneFile(ckpt + "/" + kVmMemoryName, restore_state));
+      plan.restore = true;
+      mark("vm_clone_checkpoint");
+      return Status::Ok();
+    }();
+    if (!st.ok()) {
+      // The fast path failed (the template VM would not boot or save): boot this one cold.
+      LogWarn("vm", "sandbox " + spec.id + ": template checkpoint unavailable, booting: " + st.ToString());
+      ::unlink(disk.c_str());
+      if (restore_state != spec.restore_state) ::unlink(restore_state.c_str());
+      restore_state = spec.restore_state;
+      plan.restore = false;
+      Status cold = [&]() -> Status {
+        std::string image;
+        {
+          std::lock_guard<std::mutex> assets(assets_mu_);
+          ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs,
+                                                         kDiskSlackBytes));
+        }
+        RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
+        return vm::CloneFile(image, disk);
+      }();
+      if (!cold.ok()) {
+        undo();
+        return cold.Annotate("sandbox " + spec.id + ": disk");
+      }
+    }
+  }
+  SandboxSpec launch_spec = spec;
+  launch_spec.restore_state = restore_state;
+  auto vm = StartVmm(launch_spec, plan, disk);
+  if (!vm.ok()) {
+    undo();
+    return vm.status().Annotate("sandbox " + spec.id);
+  }
+  mark(plan.restore ? "vmm_start" : "vmm_boot_start");
+  if (plan.restore) {
+    // The state loads while QEMU runs its main loop; the guest stays stopped after it (it
+    // was stopped when saved) until `cont`.
+    Status st = Status::Ok();
+    const int64_t deadline = MonoNowNs() + kRestoreTimeoutMs * 1000000;
+    for (;;) {
+      auto status = (*vm)->qmp->Execute("query-status");
+      if (!status.ok()) {
+        st = status.status();
+        break;
+      }
+      std::string s = status->is_object() && status->contains("status") && (*status)["status"].is_string()
+                          ? (*status)["status"].get<std::string>()
+                          : "";
+      if (s != "inmigrate") {
+        if (s != "paused" && s != "running") st = Internal("restore ended in state " + s);
+        break;
+      }
+      if (MonoNowNs() > deadline) {
+        st = DeadlineExceeded("restore did not finish in time");
+        break;
+      }
+      ::usleep(10000);
+    }
+    if (st.ok()) st = (*vm)->qmp->Execute("cont").status();
+    if (!st.ok()) {
+      std::string log = Tail(dir + "/console.log", 400);
+      (void)::syscall(SYS_pidfd_send_signal, (*vm)->pidfd.get(), SIGKILL, nullptr, 0);
+      (void)ReapChild((*vm)->pid, (*vm)->pidfd.get(), kDestroyWaitMs);
+      undo();
+      return st.Annotate("sandbox " + spec.id + ": restore" + (log.empty() ? "" : " (VMM said: " + log + ")"));
+    }
+    mark("vm_restore");
+    out.restored = true;
+    // Loaded: a template checkpoint's copy goes (a snapshot's is the caller's to remove).
+    if (restore_state != spec.restore_state) ::unlink(restore_state.c_str());
+  }
+  out.pid = (*vm)->pid;
+  out.channel = std::move((*vm)->channel);
+  out.pidfd.reset(::fcntl((*vm)->pidfd.get(), F_DUPFD_CLOEXEC, 0));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    vms_[spec.id] = *vm;
+  }
+  return out;
+}
+
+Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan,
+                                                    const std::string& disk) {
+  const std::string dir = SandboxDir(spec.id);
+  int channel[2], qmp[2], go[2], report[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0) return ErrnoStatus("socketpair", "channel", errno);
+  UniqueFd channel_node(channel[0]), channel_vmm(channel[1]);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0) return ErrnoStatus("socketpair", "qmp", errno);
+  UniqueFd qmp_node(qmp[0]), qmp_vmm(qmp[1]);
+  if (::pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "go", errno);
+  UniqueFd go_r(go[0]), go_w(go[1]);
+  if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "report", errno);
+  UniqueFd report_r(report[0]), report_w(report[1]);
+  ASSIGN_OR_RETURN(UniqueFd disk_fd, OpenFd(disk, O_RDWR | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd console_fd, OpenFd(dir + "/console.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ASSIGN_OR_RETURN(UniqueFd disk_ro_fd, OpenFd(disk, O_RDONLY | O_CLOEXEC));
+  UniqueFd incoming_fd;
+  if (plan.restore) {
+    ASSIGN_OR_RETURN(incoming_fd, OpenFd(spec.restore_state, O_RDONLY | O_CLOEXEC));
+  }
+  // Parked above every fixed number, so the child's dup2s never clobber one another.
+  UniqueFd parked[vm::kInheritedFds];
+  const int sources[vm::kInheritedFds] = {channel_vmm.get(), qmp_vmm.get(), disk_fd.get(), console_fd.get(),
+                                          incoming_fd.valid() ? incoming_fd.get() : -1, disk_ro_fd.get()};
+  static_assert(vm::kDiskReadOnlyFd == vm::kChannelFd + vm::kInheritedFds - 1);
+  ChildPlan p;
+  for (int i = 0; i < vm::kInheritedFds; ++i) {
+    if (sources[i] < 0) continue;
+    parked[i].reset(::fcntl(sources[i], F_DUPFD_CLOEXEC, kParkedFdBase));
+    if (!parked[i]) return ErrnoStatus("fcntl", "F_DUPFD_CLOEXEC", errno);
+    p.fds[i] = parked[i].get();
+  }
+  p.argv_storage = vm::QemuArgs(plan);
+  for (auto& a : p.argv_storage) p.argv.push_back(a.data());
+  p.argv.push_back(nullptr);
+  static char kPath[] = "PATH=/usr/bin:/bin";
+  static char kHome[] = "HOME=/";
+  p.envp = {kPath, kHome, nullptr};
+  p.uid = spec.uid_base;
+  p.gid = spec.uid_base;
+  p.kvm_group = plan.kvm;
+  p.kvm_gid = kvm_gid_;
+  p.go_fd = go_r.get();
+  p.report_fd = report_w.get();
+  // The VMM is PID 1 of a PID namespace of its own: it sees no other process on the host.
+  clone_args ca{};
+  ca.flags = CLONE_NEWPID;
+  ca.exit_signal = SIGCHLD;
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &ca, sizeof ca));
+  if (pid < 0) return ErrnoStatus("clone3", "CLONE_NEWPID qemu", errno);
+  if (pid == 0) RunChild(p);
+  auto vm = std::make_shared<Vm>();
+  vm->pid = pid;
+  vm->pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  report_w.reset();
+  go_r.reset();
+  // The VMM's ends live on only in the VMM: a QEMU that dies must read as EOF here at once.
+  for (auto& fd : parked) fd.reset();
+  channel_vmm.reset();
+  qmp_vmm.reset();
+  disk_fd.reset();
+  disk_ro_fd.reset();
+  console_fd.reset();
+  incoming_fd.reset();
+  auto kill_child = [&] {
+    ::kill(pid, SIGKILL);
+    int status;
+    (void)RetryEintr([&] { return ::waitpid(pid, &status, 0); });
+  };
+  if (!vm->pidfd) {
+    Status st = ErrnoStatus("pidfd_open", std::to_string(pid), errno);
+    kill_child();
+    return st;
+  }
+  // Into the sandbox's cgroup before it runs anything.
+  if (Status st = cgroups_.Attach(spec.id, pid); !st.ok()) {
+    kill_child();
+    return st;
+  }
+  if (Status st = WriteAll(go_w.get(), "g", 1); !st.ok()) {
+    kill_child();
+    return st;
+  }
+  go_w.reset();
+  int rep[2] = {0, 0};
+  ssize_t n = RetryEintr([&] { return ::read(report_r.get(), rep, sizeof rep); });
+  if (n == static_cast<ssize_t>(sizeof rep)) {
+    kill_child();
+    return ErrnoStatus(ChildStepName(rep[0]), "qemu launcher", rep[1]);
+  }
+  vm->qmp = std::make_unique<vm::QmpClient>(std::move(qmp_node));
+  if (Status st = vm->qmp->Handshake(kQmpTimeoutMs); !st.ok()) {
+    kill_child();
+    std::string log = Tail(dir + "/console.log", 400);
+    return st.Annotate("qemu did not start" + (log.empty() ? "" : " (it said: " + log + ")"));
+  }
+  // Snapshots write at disk speed, not at QEMU's default migration rate limit.
+  (void)vm->qmp->Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}});
+  vm->channel = std::move(channel_node);
+  return vm;
+}
+
+Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& spec, const vm::QemuPlan& plan) {
+  std::lock_guard<std::mutex> lock(template_mu_);
+  std::string key;
+  for (char c : spec.template_digest) key += IsIdChar(c) ? c : '-';
+  const std::string initrd_name = plan.initrd.substr(plan.initrd.rfind('/') + 1);
+  key += "-" + std::to_string(plan.memory_mb) + "m-" + std::to_string(plan.cpus) + "c-" +
+         initrd_name.substr(0, initrd_name.find('.'));
+  const std::string dir = image_dir_ + "/checkpoints/" + key;
+  if (Exists(dir + "/" + kVmMemoryName)) return dir;
+  std::string image;
+  {
+    std::lock_guard<std::mutex> assets(assets_mu_);
+    ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs,
+                                                   kDiskSlackBytes));
+  }
+  RETURN_IF_ERROR(MakeDirs(image_dir_ + "/checkpoints", 0700));
+  const std::string tmp = dir + ".tmp-" + std::to_string(::getpid()) + "-" + spec.id;
+  RETURN_IF_ERROR(MakeDirs(tmp, 0700));
+  auto cleanup = [&] {
+    ::unlink((tmp + "/" + kVmDiskName).c_str());
+    ::unlink((tmp + "/" + kVmMemoryName).c_str());
+    ::rmdir(tmp.c_str());
+  };
+  Status st = [&]() -> Status {
+    RETURN_IF_ERROR(vm::CloneFile(image, tmp + "/" + kVmDiskName));
+    vm::QemuPlan boot = plan;
+    boot.restore = false;
+    boot.hostname = "space-vm";  // every sandbox restored from it starts with this name
+    SandboxSpec boot_spec = spec;
+    boot_spec.restore_state.clear();
+    ASSIGN_OR_RETURN(std::shared_ptr<Vm> vm, StartVmm(boot_spec, boot, tmp + "/" + kVmDiskName));
+    Status saved = [&]() -> Status {
+      // Booted once spaced says hello; its channel has nothing else pending then.
+      pollfd p{vm->channel.get(), POLLIN, 0};
+      if (RetryEintr([&] { return ::poll(&p, 1, kTemplateBootTimeoutMs); }) <= 0) {
+        return DeadlineExceeded("template VM did not boot in time");
+      }
+      ASSIGN_OR_RETURN(guest::Frame hello, guest::ReadFrame(vm->channel.get()));
+      if (hello.type != guest::FrameType::kHello) return Unavailable("template VM spoke before saying hello");
+      return SaveState(*vm, spec.id, tmp + "/" + kVmMemoryName);
+    }();
+    (void)::syscall(SYS_pidfd_send_signal, vm->pidfd.get(), SIGKILL, nullptr, 0);
+    (void)ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs);
+    RETURN_IF_ERROR(saved);
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) return ErrnoStatus("rename", dir, errno);
+    return Status::Ok();
+  }();
+  if (!st.ok()) {
+    cleanup();
+    std::string log = Tail(SandboxDir(spec.id) + "/console.log", 400);
+    return st.Annotate(log.empty() ? "" : "(VMM said: " + log + ")");
+  }
+  LogInfo("vm", "template checkpoint " + key + " saved");
+  return dir;
+}
+
+Status VmRuntimeImpl::Destroy(const std::string& id) {
+  RETURN_IF_ERROR(ValidateId(id));
+  std::shared_ptr<Vm> vm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vms_.find(id);
+    if (it != vms_.end()) {
+      vm = it->second;
+      vms_.erase(it);
+    }
+  }
+  if (vm) {
+    (void)::syscall(SYS_pidfd_send_signal, vm->pidfd.get(), SIGKILL, nullptr, 0);
+    if (Status st = ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs); !st.ok()) LogWarn("vm", st.ToString());
+  }
+  // A VMM of an earlier node run is not our child: its cgroup finds it.
+  RETURN_IF_ERROR(cgroups_.KillAll(id));
+  RETURN_IF_ERROR(cgroups_.Remove(id));
+  const std::string dir = SandboxDir(id);
+  ::unlink((dir + "/console.log").c_str());
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("rmdir", dir, errno);
+  return Status::Ok();
+}
+
+Result<std::set<std::string>> VmRuntimeImpl::ListPresent() {
+  ASSIGN_OR_RETURN(std::set<std::string> ids, cgroups_.List());
+  if (DIR* d = ::opendir(config_.run_dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.' && ValidateId(e->d_name).ok()) ids.insert(e->d_name);
+    }
+    ::closedir(d);
+  }
+  return ids;
+}
+
+Status VmRuntimeImpl::Checkpoint(const std::string& id, const std::string& state_path) {
+  auto vm = Find(id);
+  if (!vm) return NotFound("vm sandbox " + id + " is not running here");
+  return SaveState(*vm, id, state_path);
+}
+
+Status VmRuntimeImpl::SaveState(Vm& vm_ref, const std::string& id, const std::string& state_path) {
+  Vm* vm = &vm_ref;
+  ASSIGN_OR_RETURN(UniqueFd out, OpenFd(state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  // Stopped first: one pass over memory, and the disk is quiet from here on.
+  RETURN_IF_ERROR(vm->qmp->Execute("stop").status().Annotate("checkpoint " + id));
+  RETURN_IF_ERROR(vm->qmp->SendFd("checkpoint", out.get()).Annotate("checkpoint " + id));
+  out.reset();  // QEMU holds its own copy now
+  // QEMU 7.2 has no file: migration URI; fd: takes any fd, a regular file included.
+  RETURN_IF_ERROR(vm->qmp->Execute("migrate", {{"uri", "fd:checkpoint"}}).status().Annotate("checkpoint " + id));
+  const int64_t deadline = MonoNowNs() + kCheckpointTimeoutMs * 1000000;
+  for (;;) {
+    ASSIGN_OR_RETURN(nlohmann::json m, vm->qmp->Execute("query-migrate"));
+    std::string s = m.is_object() && m.contains("status") && m["status"].is_string() ? m["status"].get<std::string>() : "";
+    if (s == "completed") return Status::Ok();
+    if (s == "failed" || s == "cancelled") {
+      std::string why = m.contains("error-desc") && m["error-desc"].is_string() ? m["error-desc"].get<std::string>() : s;
+      return Internal("checkpoint " + id + ": migration " + why);
+    }
+    if (MonoNowNs() > deadline) {
+      (void)vm->qmp->Execute("migrate_cancel");
+      return DeadlineExceeded("checkpoint " + id + ": migration did not finish in time");
+    }
+    ::usleep(10000);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, const std::string& image_dir) {
+  if (config.run_dir.empty() || config.vm_cache_dir.empty() || image_dir.empty()) {
+    return InvalidArgument("vm runtime: run_dir, vm_cache_dir and image_dir are required");
+  }
+  RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
+  RETURN_IF_ERROR(MakeDirs(image_dir, 0700));
+  ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name));
+  // KVM when the node may use it; the VMM joins /dev/kvm's group to open it.
+  struct stat kvm;
+  const bool has_kvm = ::access("/dev/kvm", R_OK | W_OK) == 0 && ::stat("/dev/kvm", &kvm) == 0;
+  return std::unique_ptr<Runtime>(
+      new VmRuntimeImpl(config, image_dir, std::move(cgroups), has_kvm, has_kvm ? kvm.st_gid : 0, HostTscKhz()));
+}
+
+}  // namespace space::runtime

@@ -1,0 +1,33 @@
+// The `vm` runtime (runtime.h): each sandbox is a QEMU microVM with its own guest kernel,
+// spaced as its PID 1, its root an ext4 disk image kept in the sandbox's root directory on
+// the pool (<root>/.space-vm/disk.img), so the pool's snapshots, exports and clones carry it.
+//
+// Containment of the VMM: QEMU runs as the sandbox's unprivileged host uid (its uid range
+// base), in new network, IPC, UTS and mount namespaces, in a per-sandbox cgroup holding the
+// memory/cpu/pids limits, with no_new_privs, PR_SET_PDEATHSIG(SIGKILL) (it dies with the
+// node) and QEMU's own seccomp sandbox; its only devices are a virtio-blk disk, one
+// virtio-serial port (the guest channel) and a serial console. Files reach it as inherited
+// fds. See qemu_command.h for the command line.
+//
+// Owned by the node; one per node. Thread-safe.
+#pragma once
+
+#include <memory>
+
+#include "common/result.h"
+#include "runtime/runtime.h"
+
+namespace space::runtime {
+
+// Where, inside a sandbox's root directory, the vm runtime keeps its disk and checkpoint.
+inline constexpr char kVmStateDir[] = ".space-vm";
+inline constexpr char kVmDiskName[] = "disk.img";
+inline constexpr char kVmMemoryName[] = "memory.state";
+
+// Creates the runtime: probes cgroups and /dev/kvm; guest assets are prepared on first use.
+// Kernel and initramfs are cached host-wide in config.vm_cache_dir; template disk images and
+// template checkpoints in `image_dir`, which must be on the pool's filesystem so sandbox
+// disks can be reflinks of them.
+Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, const std::string& image_dir);
+
+}  // namespace space::runtime
