@@ -163,10 +163,7 @@ void Api::SetTimeout(Request& req, Responder& res, const std::string& id) {
   if (!t.ok()) return res.SendError(t.status());
   auto rec = node_->SetTimeout(req.team, id, *t);
   if (!rec.ok()) return res.SendError(rec.status());
-  nlohmann::json j = SandboxJson(*rec);
-  // Read live from the kernel, so only here: a list would cost a cgroup read per sandbox.
-  j["limits_hit"] = node_->LimitsHit(*rec);
-  res.SendJson(200, j);
+  res.SendJson(200, SandboxJson(*rec));
 }
 
 void Api::GetOperation(Request& req, Responder& res, const std::string& id) {
