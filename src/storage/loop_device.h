@@ -25,8 +25,8 @@ Result<LoopDevice> AttachLoopDevice(const std::string& image_path);
 // (no-op, Ok, when that is not a loop device or direct I/O is on already). Why: without it,
 // every write to the pool is cached twice (the pool's page cache and the image file's on
 // the host) and written back by host kernel threads outside any sandbox's cgroup, so one
-// sandbox filling its disk quota over and over slowed its neighbours' execs 1.6x; with it,
-// about 1.0-1.3x (docs/security.md, "Abuse"). Fails when the backing filesystem refuses
+// sandbox filling its disk quota over and over slowed its neighbours' execs 1.6x on a loaded
+// host; with it, 1.0-1.3x (docs/security.md, "Abuse"). Fails when the backing filesystem refuses
 // O_DIRECT; callers log that and go on with cached I/O.
 Status SetLoopDirectIo(const std::string& mount_path);
 
