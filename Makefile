@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm asan fuzz clean
+.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm asan fuzz fuzz-ci clean
 
 all: build
 
@@ -43,9 +43,10 @@ security:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
 	  python3 tests/security/run.py
 
-# The abuse tests (fork/memory/disk/inode bombs, output flood beside a neighbour). Not in
-# `make test` yet: the neighbour's exec latency under the fork bomb is not within the issue's
-# 2x bound on this 2-core host (docs/security.md), and a test known to fail would block CI.
+# The abuse tests (fork/memory/disk/inode bombs, output flood beside a neighbour; ~70 s): the
+# neighbour's exec p50 must stay within 2x of idle, measured interleaved. Not in `make test`
+# yet: on a quiet 2-vCPU host the disk filler measures x1.9-2.5 and the memory bomb x1.7-2.0
+# (docs/security.md, "Abuse"), so the gate would fail about every other run.
 abuse:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
 	  python3 -m unittest discover -v -s tests/security -p 'test_*.py'
@@ -95,6 +96,10 @@ fuzz: deps
 	  grep -E '^(stat::number_of_executed_units|#[0-9]+ *DONE)' $$log; \
 	  if [ $$rc -ne 0 ]; then tail -40 $$log; exit 1; fi; \
 	done
+
+# CI's short fuzz run: every target for a few seconds (build + run about 2.5 min on one core).
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(FUZZ_CI_SECONDS),5)
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-asan $(BUILD_DIR)-fuzz

@@ -138,7 +138,10 @@ void Api::ListSandboxes(Request& req, Responder& res) {
 void Api::GetSandbox(Request& req, Responder& res, const std::string& id) {
   auto rec = node_->Get(req.team, id);
   if (!rec.ok()) return res.SendError(rec.status());
-  res.SendJson(200, SandboxJson(*rec));
+  nlohmann::json j = SandboxJson(*rec);
+  // Read live from the kernel, so only here: a list would cost a cgroup read per sandbox.
+  j["limits_hit"] = node_->LimitsHit(*rec);
+  res.SendJson(200, j);
 }
 
 void Api::DeleteSandbox(Request& req, Responder& res, const std::string& id) {

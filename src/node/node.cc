@@ -332,6 +332,7 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
     spec.limits.cpus = resources.value("cpus", 1.0);
     spec.limits.memory_bytes = static_cast<uint64_t>(resources.value("memory_mb", int64_t{512})) << 20;
   }
+  spec.limits.pids_max = runtime::PidsMaxFor(spec.limits.memory_bytes);
   if (env.is_object()) {
     for (auto& [k, v] : env.items()) {
       if (v.is_string()) spec.guest_env.push_back(k + "=" + v.get<std::string>());

@@ -173,6 +173,11 @@ class Node {
   // disk, with their limits. E2B's getMetrics shape: timestamp, cpuUsedPct, cpuCount, memUsed,
   // memTotal, memCache, diskUsed, diskTotal.
   Result<nlohmann::json> Metrics(const std::string& team, const std::string& id);
+  // The limits the kernel has enforced on a running or paused sandbox on this node
+  // (node_metrics.cc), read from its cgroup counters and its root's disk quota:
+  // [{"kind": "memory"|"pids"|"disk", "count": n|null, "message"}], [] when none was hit or
+  // the sandbox is not live here. Never fails: a counter that cannot be read is left out.
+  nlohmann::json LimitsHit(const store::SandboxRecord& rec);
   Result<std::vector<store::AuditEvent>> Audit(const store::AuditFilter& filter);
   // The names of the egress profiles a sandbox record carries (its egress_json holds the
   // profiles as they were at creation: immutable for the sandbox's life).

@@ -1,5 +1,6 @@
 // Node::Metrics: a sandbox's resource use, sampled from its cgroups and its root's qgroup.
 #include <cmath>
+#include <cstdio>
 
 #include "common/clock.h"
 #include "node/live.h"
@@ -50,6 +51,55 @@ Result<nlohmann::json> Node::Metrics(const std::string& team, const std::string&
       {"diskUsed", disk.ok() ? *disk : 0},
       {"diskTotal", static_cast<uint64_t>(disk_mb) << 20},
   };
+}
+
+namespace {
+
+std::string Mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json Node::LimitsHit(const store::SandboxRecord& rec) {
+  nlohmann::json out = nlohmann::json::array();
+  if (rec.state != "running" && rec.state != "paused") return out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_.find(rec.id) == live_.end()) return out;
+  }
+  auto resources = nlohmann::json::parse(rec.resources_json, nullptr, false);
+  if (!resources.is_object()) resources = nlohmann::json::object();
+  const int64_t memory_mb = resources.value("memory_mb", int64_t{512});
+  const int64_t disk_mb = resources.value("disk_mb", int64_t{2048});
+  if (auto u = RuntimeOf(rec.id)->Usage(rec.id); u.ok()) {
+    if (u->oom_kills > 0) {
+      out.push_back({{"kind", "memory"},
+                     {"count", u->oom_kills},
+                     {"message", "memory limit of " + std::to_string(memory_mb) +
+                                     " MiB reached: the out-of-memory killer ended " +
+                                     std::to_string(u->oom_kills) + " process(es)"}});
+    }
+    if (u->pids_max_hits > 0) {
+      out.push_back({{"kind", "pids"},
+                     {"count", u->pids_max_hits},
+                     {"message", "process limit of " + std::to_string(runtime::PidsMaxFor(static_cast<uint64_t>(memory_mb) << 20)) +
+                                     " reached: " + std::to_string(u->pids_max_hits) + " fork(s) refused"}});
+    }
+  }
+  // A quota is a level, not an event: reported while the root is within 1/64 of it (btrfs
+  // refuses a write before the last bytes are used, since it reserves ahead).
+  const uint64_t disk_limit = static_cast<uint64_t>(disk_mb) << 20;
+  if (auto used = storage::QgroupExclusiveBytes(pool_->RootPath(rec.id));
+      used.ok() && disk_limit > 0 && *used + disk_limit / 64 >= disk_limit) {
+    out.push_back({{"kind", "disk"},
+                   {"count", nullptr},
+                   {"message", "disk quota of " + std::to_string(disk_mb) + " MiB is full (" + Mib(*used) +
+                                   " written); writes fail with EDQUOT"}});
+  }
+  return out;
 }
 
 }  // namespace space::node

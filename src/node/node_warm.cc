@@ -219,6 +219,7 @@ Status Node::HandOutWarm(store::SandboxRecord* rec, const CreateRequest& req, co
       runtime::Limits limits;
       limits.cpus = req.cpus;
       limits.memory_bytes = static_cast<uint64_t>(kWarmMemoryMb) << 20;
+      limits.pids_max = runtime::PidsMaxFor(limits.memory_bytes);
       RETURN_IF_ERROR(runtime_->UpdateLimits(rec->id, limits));
     }
     if (req.disk_mb != kWarmDiskMb) {

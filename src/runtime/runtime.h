@@ -23,10 +23,21 @@ namespace space::runtime {
 // The number of uids/gids each sandbox gets: [uid_base, uid_base + kUidRangeSize).
 inline constexpr uint32_t kUidRangeSize = 65536;
 
+// The task limit (processes and threads) for a sandbox with `memory_bytes`: one task per
+// 2 MiB, at least 128, at most 8192 (512 MiB -> 256). Why so few: a fork bomb's harm to
+// its neighbours grows with the tasks it can hold, mostly runnable in fork and exit while
+// the CPU quota lets it grow (measured in docs/security.md, "Abuse": 1024 tasks slowed a
+// neighbour's exec 2.4x, 256 left it unchanged); a real program with more tasks than that
+// per 2 MiB of memory does not fit in the memory anyway.
+inline uint64_t PidsMaxFor(uint64_t memory_bytes) {
+  const uint64_t n = memory_bytes >> 21;
+  return n < 128 ? 128 : (n > 8192 ? 8192 : n);
+}
+
 struct Limits {
   double cpus = 1.0;                        // CPU bandwidth in cores
   uint64_t memory_bytes = 512ull << 20;     // memory (+swap where the host has swap accounting)
-  uint64_t pids_max = 1024;                 // tasks
+  uint64_t pids_max = PidsMaxFor(512ull << 20);  // tasks; callers set PidsMaxFor(memory_bytes)
 };
 
 // What a sandbox uses at one moment, read from its cgroups.
@@ -34,6 +45,10 @@ struct ResourceUsage {
   uint64_t cpu_ns = 0;        // CPU time consumed since it started, all tasks
   uint64_t memory_bytes = 0;  // memory charged now (page cache included)
   uint64_t cache_bytes = 0;   // of which page cache
+  // How often the kernel enforced a limit since the sandbox started (its cgroup's counters):
+  // processes the memory cgroup's OOM killer ended, and forks refused at pids.max.
+  uint64_t oom_kills = 0;
+  uint64_t pids_max_hits = 0;
 };
 
 // A validated description of one sandbox to start. Built by the node; the runtime never

@@ -101,6 +101,8 @@ Result<PoolMount> MountPool(const PoolConfig& config) {
   // Covers both "already mounted by an earlier run" and "data_dir is itself on btrfs".
   if (IsOnBtrfs(m.pool_dir)) {
     m.btrfs = true;
+    // A pool image an earlier run (or an older version) attached may still use cached I/O.
+    if (Status dio = SetLoopDirectIo(m.pool_dir); !dio.ok()) LogWarn(kLog, "pool direct I/O: " + dio.ToString());
     return Finish(m);
   }
   std::string image = config.data_dir + "/pool.img";

@@ -38,6 +38,11 @@ Result<ResourceUsage> Cgroups::Usage(const std::string& id) const {
     ASSIGN_OR_RETURN(u.memory_bytes, ReadNumber(dir + "/memory.current"));
     ASSIGN_OR_RETURN(std::string mem, ReadFileToString(dir + "/memory.stat", 64 << 10));
     u.cache_bytes = StatValue(mem, "file");
+    // memory.events and pids.events exist on every v2 kernel we run on (4.19+ for oom_kill).
+    ASSIGN_OR_RETURN(std::string mem_events, ReadFileToString(dir + "/memory.events", 4096));
+    u.oom_kills = StatValue(mem_events, "oom_kill");
+    ASSIGN_OR_RETURN(std::string pids_events, ReadFileToString(dir + "/pids.events", 4096));
+    u.pids_max_hits = StatValue(pids_events, "max");
     return u;
   }
   if (const Hierarchy* h = Find("cpuacct")) {
@@ -48,6 +53,16 @@ Result<ResourceUsage> Cgroups::Usage(const std::string& id) const {
   ASSIGN_OR_RETURN(u.memory_bytes, ReadNumber(Dir(*m, id) + "/memory.usage_in_bytes"));
   ASSIGN_OR_RETURN(std::string mem, ReadFileToString(Dir(*m, id) + "/memory.stat", 64 << 10));
   u.cache_bytes = StatValue(mem, "total_cache");
+  // v1 reports OOM kills in memory.oom_control ("oom_kill N", Linux 4.13+) and refused forks
+  // in pids.events ("max N", Linux 4.3+); an older kernel without them reads as 0.
+  if (auto oom = ReadFileToString(Dir(*m, id) + "/memory.oom_control", 4096); oom.ok()) {
+    u.oom_kills = StatValue(*oom, "oom_kill");
+  }
+  if (const Hierarchy* p = Find("pids")) {
+    if (auto events = ReadFileToString(Dir(*p, id) + "/pids.events", 4096); events.ok()) {
+      u.pids_max_hits = StatValue(*events, "max");
+    }
+  }
   return u;
 }
 

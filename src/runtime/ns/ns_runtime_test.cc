@@ -289,6 +289,45 @@ TEST_F(NsRuntimeTest, UpdateLimitsRaisesAndLowers) {
   EXPECT_FALSE(runtime_->UpdateLimits(spec.id, spec.limits).ok()) << "no cgroup any more";
 }
 
+TEST(PidsMaxFor, OneTaskPer2MibWithinBounds) {
+  EXPECT_EQ(PidsMaxFor(512ull << 20), 256u);
+  EXPECT_EQ(PidsMaxFor(4ull << 20), 128u);
+  EXPECT_EQ(PidsMaxFor(4096ull << 20), 2048u);
+  EXPECT_EQ(PidsMaxFor(1ull << 40), 8192u);
+  EXPECT_EQ(Limits{}.pids_max, 256u);
+}
+
+// Usage counts the forks pids.max refused: a host child joins the sandbox's cgroups with the
+// limit already reached and tries to fork.
+TEST_F(NsRuntimeTest, UsageCountsRefusedForks) {
+  SandboxSpec spec = Spec("sbx_pidsev");
+  spec.guest_env = {"TEST_MODE=quiet"};
+  Result<LaunchedSandbox> sb = runtime_->Launch(spec);
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  // Init's tasks already fill a limit of 1.
+  ASSERT_TRUE(WriteSmallFile(CgroupDir("pids", spec.id) + "/pids.max", "1").ok());
+  Result<ResourceUsage> before = runtime_->Usage(spec.id);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_EQ(before->oom_kills, 0u);
+  const std::string procs = CgroupDir("pids", spec.id) + "/cgroup.procs";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Joining is allowed past pids.max (only fork is refused); then fork must fail.
+    if (!WriteSmallFile(procs, std::to_string(::getpid())).ok()) ::_exit(2);
+    pid_t grandchild = ::fork();
+    if (grandchild == 0) ::_exit(0);
+    ::_exit(grandchild < 0 && errno == EAGAIN ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  Result<ResourceUsage> after = runtime_->Usage(spec.id);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_GE(after->pids_max_hits, 1u);
+  EXPECT_TRUE(runtime_->Destroy(spec.id).ok());
+}
+
 TEST_F(NsRuntimeTest, DestroyAfterNodeRestartUsesCgroup) {
   SandboxSpec spec = Spec("sbx_orphan");
   spec.guest_env = {"TEST_MODE=quiet"};
