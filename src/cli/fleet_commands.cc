@@ -22,9 +22,9 @@ void FleetCommands::Register(CLI::App& app) {
   server_cmd_->add_option("--user", server_.user, "the user a server started as root becomes (default nobody)");
   server_cmd_->add_option("--replica", server_.replica, "this replica's name in job leases (default host-pid)");
   server_cmd_->add_option("--api-rate-limit", server_.api_rate_limit, "per API key, RATE[:BURST] (0 = off)");
-  server_cmd_->add_option("--lost-after-ms", server_.lost_after_ms, "a node silent this long is lost (default 5000)");
+  server_cmd_->add_option("--lost-after-ms", server_.lost_after_ms, "a node silent this long is lost (default 15000)");
   server_cmd_->add_option("--job-lease-ms", server_.job_lease_ms,
-                          "a job whose replica stops renewing its lease this long is taken over (default 60000)");
+                          "a job whose replica stops renewing its lease this long is taken over (default 300000)");
 
   node_cmd_ = app.add_subcommand("node", "run a fleet node agent, or manage nodes (ls, drain, ready)");
   node_cmd_->add_option("--name", node_.node_name, "this node's name in the fleet");

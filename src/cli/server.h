@@ -15,8 +15,8 @@ struct ServerOptions {
   std::string fleet_token_file;  // the fleet's shared secret; required
   std::string replica;           // name in job leases; default <hostname>-<pid>
   std::string api_rate_limit = "1000:2000";
-  int64_t lost_after_ms = 5000;  // a node silent this long is lost
-  int64_t job_lease_ms = 60000;  // a job whose holder stops renewing this long is taken over
+  int64_t lost_after_ms = 15000;  // a node silent this long (15 heartbeats) is lost
+  int64_t job_lease_ms = 300000;  // a job whose holder stops renewing this long is taken over
   std::string user = "nobody";   // started as root: the user it becomes before serving
 };
 

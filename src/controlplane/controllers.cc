@@ -1,5 +1,6 @@
 #include "controlplane/controllers.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <nlohmann/json.hpp>
@@ -41,8 +42,12 @@ void Controllers::Tick() {
   FailLostNodes();
   // A few jobs per tick, so losing a node is noticed between long migrations too.
   for (int i = 0; i < 4; ++i) {
-    const int64_t now = WallNowMs();
-    auto job = store_->ClaimJob(config_.replica, now, now + config_.lease_ms);
+    auto now = store_->NowMs();
+    if (!now.ok()) {
+      LogWarn("controllers", now.status().ToString());
+      return;
+    }
+    auto job = store_->ClaimJob(config_.replica, *now, *now + config_.lease_ms);
     if (!job.ok()) {
       LogWarn("controllers", job.status().ToString());
       return;
@@ -53,7 +58,12 @@ void Controllers::Tick() {
 }
 
 void Controllers::FailLostNodes() {
-  auto lost = store_->ClaimLostNodes(WallNowMs() - config_.lost_after_ms);
+  auto now = store_->NowMs();
+  if (!now.ok()) {
+    LogWarn("controllers", now.status().ToString());
+    return;
+  }
+  auto lost = store_->ClaimLostNodes(*now - config_.lost_after_ms);
   if (!lost.ok()) {
     LogWarn("controllers", lost.status().ToString());
     return;
@@ -68,11 +78,16 @@ void Controllers::FailLostNodes() {
 }
 
 void Controllers::RunJob(store::JobRecord job) {
-  Status st = job.kind == "migrate" ? Migrate(&job) : InvalidArgument("unknown job kind " + job.kind);
-  job.state = st.ok() ? "succeeded" : "failed";
-  job.error = st.ok() ? "" : st.message();
-  job.finished_at_ms = WallNowMs();
-  if (Status put = store_->PutJob(job); !put.ok()) LogWarn("controllers", put.ToString());
+  bool taken_over = false;
+  Status st = job.kind == "migrate" ? Migrate(&job, &taken_over) : InvalidArgument("unknown job kind " + job.kind);
+  if (taken_over) {
+    LogInfo("controllers", job.kind + " " + job.target + ": " + st.message());
+    return;  // another replica holds it now and records the outcome
+  }
+  auto now = store_->NowMs();
+  auto done = store_->FinishJob(job.id, config_.replica, st.ok() ? "succeeded" : "failed", st.ok() ? "" : st.message(),
+                                now.ok() ? *now : WallNowMs());
+  if (!done.ok()) LogWarn("controllers", done.status().ToString());
   LogInfo("controllers", job.kind + " " + job.target + ": " + (st.ok() ? "done" : st.ToString()));
 }
 
@@ -83,9 +98,11 @@ Status Controllers::Act(const std::string& node_name, const store::JobRecord& jo
     if (n.name == node_name) url = n.url;
   }
   if (url.empty()) return NotFound("node " + node_name + " is not registered");
+  // Bounded below the lease, so a step never outlives the lease that covers it.
+  const int timeout_ms = static_cast<int>(std::max<int64_t>(1000, config_.lease_ms / 2));
   ASSIGN_OR_RETURN(CallResult r, Call(url, "POST", "/v1/sandboxes/" + job.target + "/" + action + "?wait=true", "{}",
                                       {{"Authorization", "Bearer " + config_.fleet_token}, {"X-Space-Team", job.team}},
-                                      180000));
+                                      timeout_ms));
   if (r.status == 409) return Conflict(action + " on " + node_name + ": " + r.body.substr(0, 300));
   if (r.status / 100 != 2) {
     return Unavailable(action + " on " + node_name + " answered " + std::to_string(r.status) + ": " + r.body.substr(0, 300));
@@ -93,25 +110,44 @@ Status Controllers::Act(const std::string& node_name, const store::JobRecord& jo
   return Status::Ok();
 }
 
-Status Controllers::Migrate(store::JobRecord* job) {
+Status Controllers::Migrate(store::JobRecord* job, bool* taken_over) {
   auto payload = nlohmann::json::parse(job->payload_json, nullptr, false);
   if (!payload.is_object() || !payload.contains("from") || !payload["from"].is_string()) {
     return InvalidArgument("migrate job without a source node");
   }
   const std::string from = payload["from"];
+  // The payload remembers what this job did, so a replica taking it over knows too: a sandbox
+  // suspended by someone else stays suspended, and one that was paused is paused again.
+  auto renew = [&]() -> Status {
+    ASSIGN_OR_RETURN(int64_t now, store_->NowMs());
+    job->payload_json = payload.dump();
+    ASSIGN_OR_RETURN(bool held, store_->RenewJob(job->id, config_.replica, now + config_.lease_ms, job->payload_json));
+    if (!held) {
+      *taken_over = true;
+      return Conflict("job " + job->id + " was taken over by another replica");
+    }
+    return Status::Ok();
+  };
   // At most a handful of steps: suspend, wait out an in-flight transition, resume.
   for (int step = 0; step < 40; ++step) {
     ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(job->target));
-    job->lease_until_ms = WallNowMs() + config_.lease_ms;  // still at it
-    RETURN_IF_ERROR(store_->PutJob(*job));
+    RETURN_IF_ERROR(renew());  // taken over: stop here
+    const bool ours = payload.value("suspended", false);
     Status acted;
     if ((rec.state == "running" || rec.state == "paused") && rec.node == from) {
+      payload["was"] = rec.state;
+      payload["suspended"] = true;  // before the call: a takeover must not mistake it for another's
+      RETURN_IF_ERROR(renew());
       acted = Act(from, *job, "suspend");
-    } else if (rec.state == "suspended") {
+    } else if (rec.state == "suspended" && ours) {
       ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
-      ASSIGN_OR_RETURN(store::NodeRecord to,
-                       PickNode(nodes, {rec.template_name, from}, WallNowMs(), config_.stale_ms));
+      ASSIGN_OR_RETURN(int64_t now, store_->NowMs());
+      ASSIGN_OR_RETURN(store::NodeRecord to, PickNode(nodes, {rec.template_name, from}, now, config_.stale_ms));
       acted = Act(to.name, *job, "resume");
+      if (acted.ok() && payload.value("was", "") == "paused") acted = Act(to.name, *job, "pause");
+      if (acted.ok()) return Status::Ok();
+    } else if (rec.state == "suspended") {
+      return Status::Ok();  // suspended by its owner or its timeout, not by this job: left so
     } else if (rec.state == "running" || rec.state == "paused") {
       return Status::Ok();  // on another node now
     } else if (rec.state == "suspending" || rec.state == "resuming" || rec.state == "creating") {

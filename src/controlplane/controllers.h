@@ -25,9 +25,9 @@ namespace space::controlplane {
 struct ControllersConfig {
   std::string replica;            // this replica's name in leases
   std::string fleet_token;        // presented to nodes when acting for a team
-  int64_t lost_after_ms = 5000;   // heartbeats missing this long: the node is lost
-  int64_t stale_ms = 5000;        // scheduler.h
-  int64_t lease_ms = 60000;       // a job's lease; renewed between steps
+  int64_t lost_after_ms = 15000;  // heartbeats missing this long: the node is lost
+  int64_t stale_ms = 15000;       // scheduler.h
+  int64_t lease_ms = 300000;      // a job's lease; renewed between steps, each bounded by half of it
   int64_t tick_ms = 500;
 };
 
@@ -46,7 +46,8 @@ class Controllers {
   void FailLostNodes();
   // Runs a claimed job to its end and records the outcome.
   void RunJob(store::JobRecord job);
-  Status Migrate(store::JobRecord* job);
+  // `*taken_over`: the lease was lost to another replica, which records the outcome.
+  Status Migrate(store::JobRecord* job, bool* taken_over);
   // POST /v1/sandboxes/{id}/{action}?wait=true on `node_name`, as the sandbox's team.
   Status Act(const std::string& node_name, const store::JobRecord& job, const std::string& action);
 

@@ -1,5 +1,7 @@
 #include "controlplane/node_client.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -27,6 +29,22 @@ bool IsHopHeader(const std::string& lower) {
   static const std::set<std::string> kHop = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
                                              "transfer-encoding", "upgrade", "content-length", "host"};
   return kHop.count(lower) > 0;
+}
+
+// The longest a node may take to start answering a relayed request (its ?wait=true waits
+// are shorter).
+constexpr int kHeadTimeoutMs = 10 * 60 * 1000;
+
+// A node host that vanishes (power, partition) sends no RST: probe an idle connection after
+// 30 s, and give up on unacknowledged data after 60 s.
+void KeepAlive(tcp::socket& s) {
+  int on = 1, idle = 30, interval = 10, count = 3;
+  unsigned int user_timeout_ms = 60000;
+  ::setsockopt(s.native_handle(), SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
 void SetTimeouts(tcp::socket& s, int timeout_ms) {
@@ -86,21 +104,36 @@ Status Forward(const std::string& node_url, const api::Request& req, api::Respon
   asio::io_context io;
   ASSIGN_OR_RETURN(tcp::socket sock, Connect(io, node_url, 5000));
   auto out = MakeRequest(req.method, req.target, node_url.substr(7), req.body);
+  // Headers the client names in Connection are hop-by-hop too; X-Space-Team is what a server
+  // itself asserts to a node (with the fleet token), never a client's to pass on.
+  std::set<std::string> drop;
+  for (std::string_view rest = req.Header("connection"); !rest.empty();) {
+    size_t comma = rest.find(',');
+    std::string token(rest.substr(0, comma));
+    token.erase(0, token.find_first_not_of(" \t"));
+    token.erase(token.find_last_not_of(" \t") + 1);
+    for (char& c : token) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    drop.insert(token);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
   for (const auto& [name, value] : req.headers) {
-    if (!IsHopHeader(name)) out.set(name, value);
+    if (!IsHopHeader(name) && !drop.count(name) && name != "x-space-team") out.set(name, value);
   }
   out.prepare_payload();
   beast::error_code ec;
   http::write(sock, out, ec);
   if (ec) return Unavailable("send to node at " + node_url + ": " + ec.message());
-  // Streams (process output, SSE) may stay quiet for long: once the request is through, reads
-  // wait as long as the node keeps the connection.
-  SetTimeouts(sock, 0);
+  // The answer's head may take as long as the longest ?wait=true the node allows; then
+  // streams (process output, SSE) may stay quiet for long, so reads wait as long as the
+  // node's host is alive, which TCP keepalive and TCP_USER_TIMEOUT find out.
+  SetTimeouts(sock, kHeadTimeoutMs);
+  KeepAlive(sock);
   beast::flat_buffer buf;
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   http::read_header(sock, buf, parser, ec);
   if (ec) return Unavailable("no answer from node at " + node_url + ": " + ec.message());
+  SetTimeouts(sock, 0);
   const auto& h = parser.get();
   const int status = static_cast<int>(h.result_int());
   const std::string content_type(h[http::field::content_type]);

@@ -106,7 +106,7 @@ Result<store::NodeRecord> Router::OwnerOf(const api::Request& req, const std::st
   auto rec = store_->GetSandbox(id);
   if (!rec.ok() || rec->team != req.team) return NotFound("sandbox " + id.substr(0, 80) + " not found");
   ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
-  const int64_t now = WallNowMs();
+  ASSIGN_OR_RETURN(const int64_t now, store_->NowMs());
   for (const auto& node : nodes) {
     if (node.name != rec->node || !Alive(node, now, config_.stale_ms)) continue;
     // A suspended sandbox may come back anywhere; its old node only if it still takes work.
@@ -118,6 +118,7 @@ Result<store::NodeRecord> Router::OwnerOf(const api::Request& req, const std::st
 
 Result<store::NodeRecord> Router::AnyNode(const std::string& template_name, const std::string& exclude) {
   ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
+  ASSIGN_OR_RETURN(const int64_t now, store_->NowMs());
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, int64_t> placed;
   for (const auto& node : nodes) {
@@ -125,7 +126,7 @@ Result<store::NodeRecord> Router::AnyNode(const std::string& template_name, cons
     if (it != placed_.end() && it->second.first == node.heartbeat_at_ms) placed[node.name] = it->second.second;
   }
   ASSIGN_OR_RETURN(store::NodeRecord pick,
-                   PickNode(nodes, {template_name, exclude}, WallNowMs(), config_.stale_ms, placed));
+                   PickNode(nodes, {template_name, exclude}, now, config_.stale_ms, placed));
   auto& count = placed_[pick.name];
   if (count.first != pick.heartbeat_at_ms) count = {pick.heartbeat_at_ms, 0};
   ++count.second;
@@ -165,7 +166,6 @@ void Router::Nodes(api::Request& req, api::Responder& res, const std::vector<std
   auto live = store_->ListLiveSandboxes();
   if (!live.ok()) return res.SendError(live.status());
   int queued = 0;
-  const int64_t now = WallNowMs();
   for (const auto& rec : *live) {
     if (rec.node != name || (rec.state != "running" && rec.state != "paused")) continue;
     auto existing = store_->ListJobs(rec.id);
@@ -181,7 +181,7 @@ void Router::Nodes(api::Request& req, api::Responder& res, const std::vector<std
     job.team = rec.team;
     job.payload_json = nlohmann::json({{"from", name}}).dump();
     job.state = "pending";
-    job.created_at_ms = now;
+    job.created_at_ms = WallNowMs();
     if (Status st = store_->PutJob(job); !st.ok()) return res.SendError(st);
     ++queued;
   }

@@ -23,7 +23,7 @@
 namespace space::controlplane {
 
 struct RouterConfig {
-  int64_t stale_ms = 5000;        // a node whose heartbeat is older takes no new sandboxes
+  int64_t stale_ms = 15000;       // a node whose heartbeat is older takes no new sandboxes
   std::string admin_team = "default";  // the team whose keys may drain nodes
 };
 

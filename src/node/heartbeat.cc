@@ -17,6 +17,7 @@ Heartbeat::~Heartbeat() { Stop(); }
 Status Heartbeat::Start() {
   RETURN_IF_ERROR(Beat().Annotate("first heartbeat"));
   thread_ = std::thread([this] { Loop(); });
+  disowned_thread_ = std::thread([this] { DisownedLoop(); });
   return Status::Ok();
 }
 
@@ -27,6 +28,7 @@ void Heartbeat::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (disowned_thread_.joinable()) disowned_thread_.join();
 }
 
 Status Heartbeat::Beat() {
@@ -41,7 +43,7 @@ Status Heartbeat::Beat() {
   rec.capacity = config_.capacity;
   rec.live = static_cast<int64_t>(node_->live_count());
   rec.templates_json = templates.dump();
-  rec.heartbeat_at_ms = WallNowMs();
+  ASSIGN_OR_RETURN(rec.heartbeat_at_ms, store_->NowMs());
   rec.started_at_ms = started_at_ms_;
   return store_->HeartbeatNode(rec);
 }
@@ -53,8 +55,17 @@ void Heartbeat::Loop() {
     // A missed beat is only logged: the store may be restarting, and the servers tolerate
     // several missed beats before declaring this node lost.
     if (Status st = Beat(); !st.ok()) LogWarn("heartbeat", st.ToString());
-    // Now and then, converge on what the fleet decided while this node could not beat.
-    if (++beats_ % kDisownedEvery == 0) node_->EndDisowned();
+    lock.lock();
+  }
+}
+
+void Heartbeat::DisownedLoop() {
+  // Its own thread: ending sandboxes takes seconds, and heartbeats must not wait for it.
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(config_.interval_ms * kDisownedEvery),
+                       [this] { return stopping_; })) {
+    lock.unlock();
+    node_->EndDisowned();
     lock.lock();
   }
 }

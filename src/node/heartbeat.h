@@ -34,6 +34,7 @@ class Heartbeat {
  private:
   Status Beat();
   void Loop();
+  void DisownedLoop();
 
   const HeartbeatConfig config_;
   Node* const node_;
@@ -42,11 +43,11 @@ class Heartbeat {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;  // GUARDED_BY(mu_)
-  // Heartbeats between two checks for sandboxes the fleet failed (Node::EndDisowned): one
-  // store read per live sandbox each time.
+  // Heartbeat intervals between two checks for sandboxes the fleet failed
+  // (Node::EndDisowned): one store read per live sandbox each time.
   static constexpr int64_t kDisownedEvery = 5;
-  int64_t beats_ = 0;  // the loop thread's only
   std::thread thread_;
+  std::thread disowned_thread_;
 };
 
 }  // namespace space::node

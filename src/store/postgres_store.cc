@@ -188,6 +188,14 @@ constexpr Statement kClaimJob{
     "WHERE state = 'pending' AND lease_until_ms < $3 ORDER BY created_at_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
     "RETURNING " JOB_COLS};
 
+constexpr Statement kNowMs{"now_ms", "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"};
+constexpr Statement kRenewJob{"renew_job",
+                              "UPDATE jobs SET lease_until_ms = $1, payload_json = $2 WHERE id = $3 AND holder = $4 "
+                              "AND state = 'pending' RETURNING id"};
+constexpr Statement kFinishJob{"finish_job",
+                               "UPDATE jobs SET state = $1, error = $2, finished_at_ms = $3 WHERE id = $4 AND holder = $5 "
+                               "AND state = 'pending' RETURNING id"};
+
 #undef NODE_COLS
 #undef JOB_COLS
 #undef SANDBOX_COLS
@@ -477,6 +485,24 @@ class PostgresStore : public Store {
     return Exec("PutJob", kPutJob,
                 {r.id, r.kind, r.target, r.team, r.payload_json, r.state, r.holder, r.lease_until_ms, r.attempts,
                  r.error, r.created_at_ms, r.finished_at_ms});
+  }
+
+  Result<int64_t> NowMs() override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("NowMs", kNowMs, {}));
+    if (rows.size() != 1) return Internal("store clock: no row");
+    return rows.Int(0, 0);
+  }
+
+  Result<bool> RenewJob(const std::string& id, const std::string& holder, int64_t lease_until_ms,
+                        const std::string& payload_json) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("RenewJob", kRenewJob, {lease_until_ms, payload_json, id, holder}));
+    return rows.size() > 0;
+  }
+
+  Result<bool> FinishJob(const std::string& id, const std::string& holder, const std::string& state,
+                         const std::string& error, int64_t finished_at_ms) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("FinishJob", kFinishJob, {state, error, finished_at_ms, id, holder}));
+    return rows.size() > 0;
   }
 
   Result<std::vector<JobRecord>> ListJobs(const std::string& target) override {

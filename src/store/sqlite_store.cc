@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/syscall.h"
 #include "store/migrations.h"
 #include "store/store.h"
@@ -526,6 +527,25 @@ class SqliteStore : public Store {
                          "error = excluded.error, finished_at_ms = excluded.finished_at_ms",
                      {r.id, r.kind, r.target, r.team, r.payload_json, r.state, r.holder, r.lease_until_ms, r.attempts,
                       r.error, r.created_at_ms, r.finished_at_ms});
+  }
+
+  // One machine: SQLite's clock is this process's.
+  Result<int64_t> NowMs() override { return WallNowMs(); }
+
+  Result<bool> RenewJob(const std::string& id, const std::string& holder, int64_t lease_until_ms,
+                        const std::string& payload_json) override {
+    ASSIGN_OR_RETURN(auto ids, Column("UPDATE jobs SET lease_until_ms = ?, payload_json = ? WHERE id = ? AND holder = ? "
+                                      "AND state = 'pending' RETURNING id",
+                                      {lease_until_ms, payload_json, id, holder}));
+    return !ids.empty();
+  }
+
+  Result<bool> FinishJob(const std::string& id, const std::string& holder, const std::string& state,
+                         const std::string& error, int64_t finished_at_ms) override {
+    ASSIGN_OR_RETURN(auto ids, Column("UPDATE jobs SET state = ?, error = ?, finished_at_ms = ? WHERE id = ? AND holder = ? "
+                                      "AND state = 'pending' RETURNING id",
+                                      {state, error, finished_at_ms, id, holder}));
+    return !ids.empty();
   }
 
   Result<std::vector<JobRecord>> ListJobs(const std::string& target) override {

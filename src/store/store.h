@@ -202,6 +202,9 @@ class Store {
   virtual Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) = 0;
   virtual Result<std::string> TeamForApiKey(const std::string& key_sha256) = 0;  // not_found
 
+  // The store's clock (ms since the epoch). Fleet members stamp and compare heartbeats and
+  // leases on it, never on their own clocks, so a node whose clock is off is not declared lost.
+  virtual Result<int64_t> NowMs() = 0;
   // Fleet (fleet.md). A heartbeat inserts or refreshes a node; it keeps `draining` (set by an
   // operator) and turns `lost` back to `ready` (the node came back and reconciled).
   virtual Status HeartbeatNode(const NodeRecord& r) = 0;
@@ -219,6 +222,13 @@ class Store {
   virtual Result<bool> ClaimSandbox(const std::string& id, const std::string& from_state, const std::string& to_state,
                                     const std::string& node) = 0;
   virtual Status PutJob(const JobRecord& r) = 0;  // insert or replace
+  // Extends a pending job's lease and replaces its payload, only while `holder` still holds
+  // it. False: the job was taken over (the lease ran out) or finished; the caller must stop.
+  virtual Result<bool> RenewJob(const std::string& id, const std::string& holder, int64_t lease_until_ms,
+                                const std::string& payload_json) = 0;
+  // Records a job's outcome, only while `holder` still holds it (false otherwise).
+  virtual Result<bool> FinishJob(const std::string& id, const std::string& holder, const std::string& state,
+                                 const std::string& error, int64_t finished_at_ms) = 0;
   virtual Result<std::vector<JobRecord>> ListJobs(const std::string& target) = 0;  // "" = all, oldest first
   // Leases the oldest pending job whose lease ran out to `holder` until `lease_until_ms`
   // (PostgreSQL: FOR UPDATE SKIP LOCKED, so replicas never wait on each other). nullopt: none.

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "store/pg_test_db.h"
 #include "store/postgres_store.h"
 #include "store/store.h"
@@ -372,6 +373,13 @@ TEST_P(StoreTest, NodesHeartbeatDrainAndLoss) {
   EXPECT_EQ((*store_->ListNodes())[0].state, "ready");
 }
 
+TEST_P(StoreTest, ClockIsTheStoresAndCloseToWallTime) {
+  auto now = store_->NowMs();
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  // The test database runs on this machine: its clock and ours agree within a minute.
+  EXPECT_LT(std::llabs(*now - WallNowMs()), 60000);
+}
+
 TEST_P(StoreTest, JobsAreLeasedToOneHolderAtATime) {
   JobRecord j{"job_1", "migrate", "sbx_1", "t1", "{}", "pending", "", 0, 0, "", 10, 0};
   ASSERT_TRUE(store_->PutJob(j).ok());
@@ -411,9 +419,21 @@ TEST_P(StoreTest, JobsAreLeasedToOneHolderAtATime) {
   auto later = store_->ClaimJob("r3", 20000, 25000);
   ASSERT_TRUE(later.ok() && later->has_value());
   EXPECT_EQ((*later)->id, "job_2");
-  JobRecord failed = **later;
-  failed.state = "failed";
-  ASSERT_TRUE(store_->PutJob(failed).ok());
+  // Only the holder renews or finishes; r2's claim of job_2 was taken over by r3.
+  auto renewed = store_->RenewJob("job_2", "r2", 30000, "{\"step\":1}");
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_FALSE(*renewed);
+  renewed = store_->RenewJob("job_2", "r3", 30000, "{\"step\":1}");
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_TRUE(*renewed);
+  EXPECT_EQ((*store_->ListJobs("sbx_2"))[0].payload_json, "{\"step\":1}");
+  auto finished = store_->FinishJob("job_2", "r2", "succeeded", "", 1);
+  ASSERT_TRUE(finished.ok());
+  EXPECT_FALSE(*finished);
+  finished = store_->FinishJob("job_2", "r3", "failed", "boom", 2);
+  ASSERT_TRUE(finished.ok());
+  EXPECT_TRUE(*finished);
+  EXPECT_EQ((*store_->ListJobs("sbx_2"))[0].error, "boom");
   auto empty = store_->ClaimJob("r3", 99999, 100000);
   ASSERT_TRUE(empty.ok());
   EXPECT_FALSE(empty->has_value());

@@ -129,7 +129,7 @@ class Fleet:
     def add_server(self, index):
         p = Proc(["server", "--listen", "127.0.0.1:0", "--store", self.pg.url, "--fleet-token-file",
                   self.token_file, "--replica", "server-%d" % index, "--lost-after-ms", str(self.lost_after_ms),
-                  "--job-lease-ms", "8000"],
+                  "--job-lease-ms", "12000"],
                  os.path.join(self.root, "server-%d.log" % index))
         self.servers.append(p.start())
 
