@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/syscall.h"
 #include "guest/json_util.h"
+#include "guest/vm_init.h"
 
 namespace space::guest {
 namespace {
@@ -206,6 +207,8 @@ void GuestDaemon::HandleFrame(Frame& f) {
   switch (f.type) {
     case FrameType::kPing:
       return Send(FrameType::kPong, f.stream, f.payload);
+    case FrameType::kReseed:
+      return Reseed(f);
     case FrameType::kExecStart:
       return StartExec(f);
     case FrameType::kStdin:
@@ -238,6 +241,17 @@ void GuestDaemon::Send(FrameType type, uint32_t stream, std::string_view payload
   outbox_bytes_ += outbox_.back().size();
   FlushOutbox();
   UpdateBackpressure();
+}
+
+void GuestDaemon::Reseed(const Frame& f) {
+  // Synchronous on purpose: frames are handled in order, so nothing the node sends after
+  // the reseed (its ping, then execs) runs before the CRNG has the host's randomness.
+  Status st = ValidateReseed(f);
+  if (st.ok()) st = MixHostEntropy(f.payload);
+  if (!st.ok()) {
+    LogError(kLog, "reseed: " + st.ToString());
+    SendError(0, st);
+  }
 }
 
 void GuestDaemon::SendError(uint32_t stream, const Status& status) {

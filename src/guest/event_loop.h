@@ -83,6 +83,9 @@ class GuestDaemon {
   // The channel.
   void ReadChannel();
   void HandleFrame(Frame& f);
+  // kReseed: mixes the node's randomness into the kernel CRNG (vm restores); answers only
+  // on failure, with kError on stream 0.
+  void Reseed(const Frame& f);
   void Send(FrameType type, uint32_t stream, std::string_view payload);
   void SendError(uint32_t stream, const Status& status);
   void FlushOutbox();

@@ -37,6 +37,19 @@ std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payloa
   return out;
 }
 
+std::string EncodeReseed(std::string_view entropy) { return EncodeFrame(FrameType::kReseed, 0, entropy); }
+
+Status ValidateReseed(const Frame& frame) {
+  if (frame.type != FrameType::kReseed || frame.stream != 0) {
+    return InvalidArgument("reseed frame: must be kReseed on stream 0");
+  }
+  if (frame.payload.size() != kReseedBytes) {
+    return InvalidArgument("reseed frame: " + std::to_string(frame.payload.size()) + " bytes, want " +
+                           std::to_string(kReseedBytes));
+  }
+  return Status::Ok();
+}
+
 Result<FrameHeader> DecodeHeader(const uint8_t in[kHeaderSize]) {
   FrameHeader h;
   h.version = in[0];

@@ -30,6 +30,9 @@
 //          kFileData to end. Guest answers kFileResult{json} | kError{json}; for "read"
 //          kFileResult{"size":n,...} is followed by kFileData(raw)* and an empty kFileData.
 //   conn:  guest kHello{"version":1} first; node kPing -> guest kPong (same payload).
+//          After a vm restore the node sends kReseed(host randomness) and then kPing: the guest
+//          handles frames in order, so its pong means the kernel RNG was reseeded before any
+//          later exec. A reseed the guest cannot apply is answered with kError on stream 0.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +66,7 @@ enum class FrameType : uint8_t {
   kHello = 1,        // guest -> node, stream 0, {"version":1}
   kPing = 2,         // node -> guest, any payload <= 64 bytes
   kPong = 3,         // guest -> node, echoes the ping payload
+  kReseed = 4,       // node -> guest, stream 0, kReseedBytes of host randomness (see ValidateReseed)
   kExecStart = 10,   // node -> guest, ExecRequest JSON (see below)
   kExecStarted = 11, // guest -> node, {"pid": host-invisible guest pid}
   kStdin = 12,       // node -> guest, raw bytes; empty closes stdin
@@ -111,18 +115,26 @@ enum class FrameType : uint8_t {
 //   list:   {"entries": [Entry...]} at most 10000 entries
 //   mkdir, move, delete: {}
 
+struct Frame {
+  FrameType type = FrameType::kHello;
+  uint32_t stream = 0;
+  std::string payload;
+};
+
+// A kReseed payload: fresh host randomness (getrandom) for a guest restored from a shared
+// checkpoint, whose kernel CRNG state is otherwise identical to every other restore's.
+inline constexpr size_t kReseedBytes = 64;
+// A kReseed frame for `entropy` (kReseedBytes long).
+std::string EncodeReseed(std::string_view entropy);
+// Checks a received kReseed frame's payload: exactly kReseedBytes on stream 0.
+Status ValidateReseed(const Frame& frame);
+
 struct FrameHeader {
   uint8_t version = kVersion;
   FrameType type = FrameType::kHello;
   uint16_t flags = 0;
   uint32_t stream = 0;
   uint32_t length = 0;
-};
-
-struct Frame {
-  FrameType type = FrameType::kHello;
-  uint32_t stream = 0;
-  std::string payload;
 };
 
 // Serializes a header for `payload_len` bytes into `out` (kHeaderSize bytes).

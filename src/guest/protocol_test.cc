@@ -82,6 +82,33 @@ TEST(FrameParserTest, AcceptsMaxPayloadHeader) {
   EXPECT_FALSE(p.Next().has_value());
 }
 
+TEST(ReseedFrameTest, RoundTripsAndValidates) {
+  const std::string entropy(kReseedBytes, '\x5a');
+  FrameParser p;
+  ASSERT_TRUE(p.Feed(EncodeReseed(entropy)).ok());
+  auto f = p.Next();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->type, FrameType::kReseed);
+  EXPECT_EQ(f->stream, 0u);
+  EXPECT_EQ(f->payload, entropy);
+  EXPECT_TRUE(ValidateReseed(*f).ok());
+  struct Case {
+    const char* name;
+    Frame frame;
+  };
+  const Case bad[] = {
+      {"short", {FrameType::kReseed, 0, std::string(kReseedBytes - 1, 'x')}},
+      {"long", {FrameType::kReseed, 0, std::string(kReseedBytes + 1, 'x')}},
+      {"empty", {FrameType::kReseed, 0, ""}},
+      {"not stream 0", {FrameType::kReseed, 5, entropy}},
+      {"wrong type", {FrameType::kPing, 0, entropy}},
+  };
+  for (const Case& c : bad) {
+    SCOPED_TRACE(c.name);
+    EXPECT_FALSE(ValidateReseed(c.frame).ok());
+  }
+}
+
 TEST(FrameIoTest, WriteThenReadOverSocket) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);

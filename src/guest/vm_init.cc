@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/random.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -164,6 +167,22 @@ Status BootFromInitramfs() {
   if (fd.get() == kChannelFd) (void)fd.release();
   ::unsetenv("SPACE_VM");
   ::unsetenv("SPACE_HOSTNAME");
+  return Status::Ok();
+}
+
+Status MixHostEntropy(std::string_view entropy) {
+  ASSIGN_OR_RETURN(UniqueFd urandom, OpenFd("/dev/urandom", O_WRONLY | O_CLOEXEC));
+  // struct rand_pool_info ends in a flexible array: build it in a u32 buffer.
+  std::vector<uint32_t> buf(2 + (entropy.size() + 3) / 4, 0);
+  auto* info = reinterpret_cast<rand_pool_info*>(buf.data());
+  info->entropy_count = static_cast<int>(entropy.size() * 8);
+  info->buf_size = static_cast<int>(entropy.size());
+  std::memcpy(info->buf, entropy.data(), entropy.size());
+  if (::ioctl(urandom.get(), RNDADDENTROPY, info) != 0) {
+    return ErrnoStatus("ioctl RNDADDENTROPY", "/dev/urandom", errno);
+  }
+  // Adding entropy alone does not replace the CRNG key a restored guest already holds.
+  if (::ioctl(urandom.get(), RNDRESEEDCRNG) != 0) return ErrnoStatus("ioctl RNDRESEEDCRNG", "/dev/urandom", errno);
   return Status::Ok();
 }
 

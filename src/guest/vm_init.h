@@ -7,6 +7,8 @@
 // Called once, single-threaded, before anything else in main.
 #pragma once
 
+#include <string_view>
+
 #include "common/status.h"
 
 namespace space::guest {
@@ -18,5 +20,11 @@ bool StartedInVm();
 // Runs the steps above. Errors name the step; the caller logs them to the console and ends
 // (PID 1 exiting powers the VM off: the VMM runs with -no-reboot).
 Status BootFromInitramfs();
+
+// Mixes `entropy` (host randomness from a kReseed frame) into the kernel's pool with
+// RNDADDENTROPY, credited, and forces a CRNG reseed with RNDRESEEDCRNG, so a guest restored
+// from a checkpoint other guests share stops producing the same random numbers as they do.
+// Needs CAP_SYS_ADMIN (spaced is root in the VM). Valid any time after boot.
+Status MixHostEntropy(std::string_view entropy);
 
 }  // namespace space::guest

@@ -1,6 +1,7 @@
 #include "node/guest_client.h"
 
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -52,6 +53,17 @@ Status GuestClient::Resume(int timeout_ms) {
   if (::setsockopt(channel_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) {
     return ErrnoStatus("setsockopt SO_SNDTIMEO", sandbox_id_, errno);
   }
+  // Every guest restored from one checkpoint holds the same kernel CRNG state: hand it fresh
+  // host randomness first. The guest handles frames in order, so the pong below means the
+  // reseed happened before any exec we send afterwards.
+  std::string entropy(guest::kReseedBytes, '\0');
+  for (size_t got = 0; got < entropy.size();) {
+    ssize_t n = ::getrandom(entropy.data() + got, entropy.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus("getrandom", "reseed", errno);
+    got += static_cast<size_t>(n);
+  }
+  RETURN_IF_ERROR(WriteAll(channel_.get(), guest::EncodeReseed(entropy)));
   const std::string nonce = "resume-" + RandomHex(8);
   RETURN_IF_ERROR(guest::WriteFrame(channel_.get(), guest::FrameType::kPing, 0, nonce));
   pollfd pfd{channel_.get(), POLLIN, 0};
@@ -65,6 +77,11 @@ Status GuestClient::Resume(int timeout_ms) {
     if (r == 0) continue;
     ASSIGN_OR_RETURN(guest::Frame f, guest::ReadFrame(channel_.get()));
     if (f.type == guest::FrameType::kPong && f.stream == 0 && f.payload == nonce) break;
+    // The guest could not reseed (it says so on stream 0, before the pong): no restore with a
+    // shared RNG state.
+    if (f.type == guest::FrameType::kError && f.stream == 0) {
+      return Unavailable("sandbox " + sandbox_id_ + ": restored guest could not reseed its RNG: " + f.payload);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

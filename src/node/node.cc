@@ -344,8 +344,10 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
   const std::string vm_state = spec.rootfs + "/" + runtime::kVmStateDir + "/" + runtime::kVmMemoryName;
   if (vm) {
     spec.template_digest = rec->template_digest;
-    // A root restored from a full snapshot carries the memory it was taken with.
-    if (::access(vm_state.c_str(), F_OK) == 0) spec.restore_state = vm_state;
+    // A root restored from a full snapshot carries the memory it was taken with. Looked up
+    // beneath the root without following symlinks: the root's contents are not trusted.
+    ASSIGN_OR_RETURN(bool has_state, runtime::HasVmStateFile(spec.rootfs, runtime::kVmMemoryName));
+    if (has_state) spec.restore_state = vm_state;
   }
   if (HasEgress(*rec)) {
     // The gateway's CA is added to the system bundle at boot; point the runtimes that keep

@@ -1,5 +1,6 @@
 // The node's part of the vm runtime's full checkpoints: where the memory state goes and how
 // it joins the pool's snapshot of the disk image.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,8 +23,13 @@ Status Node::SnapshotVm(const store::SandboxRecord& rec, const std::string& snap
   const int64_t t1 = MonoNowNs();
   Result<std::string> path = st.ok() ? pool_->SnapshotRoot(rec.id, snap_id) : Result<std::string>(st);
   struct stat sb {};
-  const bool have_state = ::stat(state.c_str(), &sb) == 0;
-  ::unlink(state.c_str());
+  bool have_state = false;
+  // Through the state dir's fd (no symlinks beneath the root): the node is root and the
+  // root's contents are not trusted.
+  if (auto sd = runtime::OpenVmStateDir(pool_->RootPath(rec.id), false); sd.ok()) {
+    have_state = ::fstatat(sd->get(), runtime::kVmMemoryName, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+    ::unlinkat(sd->get(), runtime::kVmMemoryName, 0);
+  }
   // The VMM is stopped since the checkpoint; a running sandbox goes on, a paused one stays.
   if (rec.state == "running") {
     if (Status c = rt->Thaw(rec.id); !c.ok()) LogError("vm", "continue after checkpoint of " + rec.id + ": " + c.ToString());

@@ -312,6 +312,12 @@ TEST_F(ImportTest, BadNamesAndSourcesRejected) {
   std::string junk = dir_ + "/junk.tar";
   ASSERT_TRUE(WriteFileAtomic(junk, "this is not a tarball", 0644).ok());
   EXPECT_FALSE(pool_->ImportTemplate("junk", junk, nullptr).ok());
+  // A tree that brings its own vm state dir (here a disk image pointing at a host device)
+  // would have the vm runtime hand it to QEMU.
+  std::string vmtree = dir_ + "/vmtree";
+  ASSERT_TRUE(MakeDirs(vmtree + "/.space-vm", 0755).ok());
+  ASSERT_EQ(::symlink("/dev/null", (vmtree + "/.space-vm/disk.img").c_str()), 0);
+  EXPECT_EQ(pool_->ImportTemplate("vmtree", vmtree, nullptr).status().code(), StatusCode::kInvalidArgument);
   // Failed builds leave nothing behind.
   Result<std::vector<std::string>> entries = ListDir(Config().data_dir + "/pool/templates");
   ASSERT_TRUE(entries.ok());

@@ -175,7 +175,21 @@ Status BuildBaseTree(const std::string& dir, const ProgressFn& progress) {
   return Status::Ok();
 }
 
-Status ImportTree(const std::string& source, const std::string& dir, const ProgressFn& progress) {
+namespace {
+// The vm runtime keeps a sandbox's disk image and memory state in <root>/.space-vm and hands
+// them to QEMU. A template must not bring its own (a disk.img symlink to a host device, or
+// a crafted memory state): refuse the tree instead of trusting what sits there.
+Status RefuseVmStateDir(const std::string& dir) {
+  struct stat st;
+  const std::string p = dir + "/.space-vm";
+  if (::lstat(p.c_str(), &st) == 0) {
+    return InvalidArgument("template may not contain /.space-vm (reserved for the vm runtime)");
+  }
+  if (errno != ENOENT) return ErrnoStatus("lstat", p, errno);
+  return Status::Ok();
+}
+
+Status CopyTree(const std::string& source, const std::string& dir, const ProgressFn& progress) {
   struct stat st;
   if (::stat(source.c_str(), &st) != 0) return ErrnoStatus("stat", source, errno);
   LineFn forward = [&](const std::string& line) { Report(progress, line); };
@@ -189,6 +203,12 @@ Status ImportTree(const std::string& source, const std::string& dir, const Progr
   // GNU tar refuses members with ".." or absolute names and defers symlink creation, so an
   // archive cannot write outside `dir`.
   return RunProcess({{"/bin/tar", "--numeric-owner", "-xpf", source, "-C", dir}}, forward);
+}
+}  // namespace
+
+Status ImportTree(const std::string& source, const std::string& dir, const ProgressFn& progress) {
+  RETURN_IF_ERROR(CopyTree(source, dir, progress));
+  return RefuseVmStateDir(dir);
 }
 
 }  // namespace space::storage

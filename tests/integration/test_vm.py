@@ -13,6 +13,7 @@ from harness import Server, is_root, node_cgroup_name  # noqa: E402
 
 QEMU = "/usr/bin/qemu-system-x86_64"
 VM = {"runtime": "vm", "memory_mb": 256}
+RAND = "head -c 16 /dev/urandom | od -An -tx1"
 COUNTER = "i=0; while true; do i=$((i+1)); echo $i > /dev/shm/count; sleep 0.2; done"
 
 
@@ -89,6 +90,23 @@ class VmTest(unittest.TestCase):
         guest = self.sh(sid, "uname -r").strip()
         self.assertTrue(guest.endswith("-cloud-amd64"), guest)
         self.assertNotEqual(guest, os.uname().release)
+        # A second sandbox restored from the same template checkpoint: the node reseeds each
+        # restored guest's CRNG, so the first bytes they read differ.
+        other = self.s.create(**VM)
+        a, b = self.sh(sid, RAND), self.sh(other, RAND)
+        self.assertTrue(a.strip(), a)
+        self.assertNotEqual(a, b)
+        self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % other)
+        # A template checkpoint that no longer loads is dropped and the create boots cold.
+        ckdir = os.path.join(self.s.data_dir, "pool", "vm-images", "checkpoints")
+        cks = [d for d in os.listdir(ckdir) if ".tmp-" not in d and ".stale-" not in d]
+        self.assertEqual(len(cks), 1, cks)
+        with open(os.path.join(ckdir, cks[0], "memory.state"), "r+b") as f:
+            f.truncate(4096)
+        cold = self.s.create(**VM)
+        self.assertEqual(self.sh(cold, "echo up"), "up\n")
+        self.assertFalse(os.path.exists(os.path.join(ckdir, cks[0])), os.listdir(ckdir))
+        self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % cold)
         # Files both ways.
         st, _, _ = self.s.call("PUT", "/v1/sandboxes/%s/files?path=/root/in.txt" % sid, raw=b"from host\n")
         self.assertIn(st, (200, 201))
@@ -150,6 +168,8 @@ class VmTest(unittest.TestCase):
             time.sleep(0.1)
         self.assertEqual(sb["state"], "running", sb)
         sys.stderr.write("[fork %.1fs] " % (time.time() - t))
+        # The fork and its origin got different randomness after the restore.
+        self.assertNotEqual(self.sh(child, RAND), self.sh(sid, RAND))
         forked = self.count(child)
         self.assertGreaterEqual(forked, after_resume)
         self.wait_count_above(child, forked)

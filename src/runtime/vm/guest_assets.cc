@@ -25,10 +25,12 @@ constexpr char kFetchKernelScript[] = R"SH(
 set -eu
 dest="$1"; shift
 tmp="$dest.tmp.$$"
-rm -rf "$tmp"; mkdir -p "$tmp"; chmod 0777 "$tmp"; cd "$tmp"
+rm -rf "$tmp"; mkdir -p -m 0700 "$tmp"; cd "$tmp"
 pkg=$(apt-cache depends linux-image-cloud-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-cloud-amd64\)$/\1/p' | head -n 1)
 [ -n "$pkg" ] || { echo "cannot resolve linux-image-cloud-amd64 (apt-get update?)"; exit 1; }
-apt-get download -q "$pkg"
+# As root into our 0700 dir: apt's default _apt sandbox user would need it world-writable,
+# and root then unpacking files another user could swap is the hole.
+apt-get -o APT::Sandbox::User=root download -q "$pkg"
 dpkg-deb -x ./*.deb x
 ver=${pkg#linux-image-}
 mkdir -p out/modules
@@ -162,14 +164,13 @@ Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::
   return path;
 }
 
-Status CloneFile(const std::string& from, const std::string& to) {
-  ASSIGN_OR_RETURN(UniqueFd src, OpenFd(from, O_RDONLY | O_CLOEXEC));
-  ASSIGN_OR_RETURN(UniqueFd dst, OpenFd(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (::ioctl(dst.get(), FICLONE, src.get()) == 0) return Status::Ok();
+namespace {
+Status CopyInto(const std::string& from, int src, int dst, const std::string& to) {
+  if (::ioctl(dst, FICLONE, src) == 0) return Status::Ok();
   // No shared blocks here (not btrfs/xfs, or another filesystem): a full copy, in the
   // kernel where it can (copy_file_range refuses some cross-filesystem pairs: EXDEV).
   for (;;) {
-    ssize_t n = ::copy_file_range(src.get(), nullptr, dst.get(), nullptr, 1 << 30, 0);
+    ssize_t n = ::copy_file_range(src, nullptr, dst, nullptr, 1 << 30, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) break;
     if (n < 0) return ErrnoStatus("copy_file_range", to, errno);
@@ -177,11 +178,30 @@ Status CloneFile(const std::string& from, const std::string& to) {
   }
   std::string buf(1 << 20, '\0');
   for (;;) {
-    ssize_t n = RetryEintr([&] { return ::read(src.get(), buf.data(), buf.size()); });
+    ssize_t n = RetryEintr([&] { return ::read(src, buf.data(), buf.size()); });
     if (n < 0) return ErrnoStatus("read", from, errno);
     if (n == 0) return Status::Ok();
-    RETURN_IF_ERROR(WriteAll(dst.get(), buf.data(), static_cast<size_t>(n)));
+    RETURN_IF_ERROR(WriteAll(dst, buf.data(), static_cast<size_t>(n)));
   }
+}
+}  // namespace
+
+Status CloneFile(const std::string& from, const std::string& to) {
+  ASSIGN_OR_RETURN(UniqueFd src, OpenFd(from, O_RDONLY | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd dst, OpenFd(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  Status st = CopyInto(from, src.get(), dst.get(), to);
+  // A half-copied image must not pass for a whole one later.
+  if (!st.ok()) ::unlink(to.c_str());
+  return st;
+}
+
+Status CloneFileAt(const std::string& from, int dir_fd, const std::string& name) {
+  ASSIGN_OR_RETURN(UniqueFd src, OpenFd(from, O_RDONLY | O_CLOEXEC));
+  UniqueFd dst(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!dst) return ErrnoStatus("openat", name, errno);
+  Status st = CopyInto(from, src.get(), dst.get(), name);
+  if (!st.ok()) ::unlinkat(dir_fd, name.c_str(), 0);
+  return st;
 }
 
 }  // namespace space::runtime::vm

@@ -52,6 +52,10 @@ Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::
                                        uint64_t slack_bytes);
 
 // Copies `from` to the new file `to`, sharing blocks where the filesystem can (FICLONE).
+// On failure the partial `to` is removed.
 Status CloneFile(const std::string& from, const std::string& to);
+// The same into the new file `name` (one path component, never a symlink: O_EXCL|O_NOFOLLOW)
+// of the directory `dir_fd`.
+Status CloneFileAt(const std::string& from, int dir_fd, const std::string& name);
 
 }  // namespace space::runtime::vm

@@ -34,7 +34,11 @@ std::vector<std::string> QemuArgs(const QemuPlan& p) {
        "fd=" + std::to_string(kDiskReadOnlyFd) + ",set=1", "-add-fd", "fd=" + std::to_string(kConsoleFd) + ",set=2"});
   add({"-drive", "id=root,if=none,format=raw,file=/dev/fdset/1,file.locking=off,cache=writeback,discard=unmap"});
   add({"-device", "virtio-blk-device,drive=root"});
-  add({"-chardev", "file,id=console,path=/dev/fdset/2", "-serial", "chardev:console"});
+  if (p.console_log) {
+    add({"-chardev", "file,id=console,path=/dev/fdset/2", "-serial", "chardev:console"});
+  } else {
+    add({"-chardev", "null,id=console", "-serial", "chardev:console"});
+  }
   add({"-chardev", "socket,id=channel,fd=" + std::to_string(kChannelFd)});
   add({"-device", "virtio-serial-device,max_ports=2"});
   add({"-device", std::string("virtserialport,chardev=channel,name=") + kPortName});

@@ -31,6 +31,11 @@ struct QemuPlan {
   // reference clock to measure it against on microvm (no PIT/HPET with ACPI on) and hangs
   // calibrating its timers; told the rate (tsc_early_khz), it boots. 0: not passed.
   int64_t tsc_khz = 0;
+  // The guest's serial console goes to the console log (kConsoleFd) only when asked for
+  // (SPACE_VM_CONSOLE_LOG=1, for debugging boots): the guest writes it at will, and a host
+  // file it can grow without bound is a disk-filling hole. Otherwise a null chardev; QEMU's
+  // own stderr still goes to the log.
+  bool console_log = false;
 };
 
 std::vector<std::string> QemuArgs(const QemuPlan& plan);

@@ -40,6 +40,11 @@ TEST(QemuArgs, MinimalDeviceSetAndContainment) {
   EXPECT_TRUE(Has(a, "-chardev", "socket,id=qmp,fd=4"));
   EXPECT_TRUE(Has(a, "-add-fd", "fd=5,set=1"));
   EXPECT_TRUE(Has(a, "-add-fd", "fd=8,set=1"));
+  // The guest's console reaches no host file unless asked for (it could fill the disk).
+  EXPECT_TRUE(Has(a, "-chardev", "null,id=console"));
+  EXPECT_FALSE(Has(a, "-chardev", "file,id=console,path=/dev/fdset/2"));
+  p.console_log = true;
+  EXPECT_TRUE(Has(QemuArgs(p), "-chardev", "file,id=console,path=/dev/fdset/2"));
 }
 
 TEST(QemuArgs, RestoreAndKvm) {

@@ -12,6 +12,7 @@ namespace space::runtime::vm {
 
 Status QmpClient::Handshake(int timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
+  broken_ = true;  // until the handshake's reply
   const int64_t deadline = MonoNowNs() + int64_t{timeout_ms} * 1000000;
   ASSIGN_OR_RETURN(nlohmann::json greeting, ReadMessage(deadline));
   if (!greeting.is_object() || !greeting.contains("QMP")) return Unavailable("qmp: no greeting from the VMM");
@@ -22,6 +23,7 @@ Status QmpClient::Handshake(int timeout_ms) {
 Result<nlohmann::json> QmpClient::Execute(const std::string& command, const nlohmann::json& arguments,
                                           int timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckInStep());
   nlohmann::json msg{{"execute", command}};
   if (!arguments.empty()) msg["arguments"] = arguments;
   RETURN_IF_ERROR(SendLine(msg.dump(), -1));
@@ -30,12 +32,21 @@ Result<nlohmann::json> QmpClient::Execute(const std::string& command, const nloh
 
 Status QmpClient::SendFd(const std::string& name, int fd, int timeout_ms) {
   std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(CheckInStep());
   nlohmann::json msg{{"execute", "getfd"}, {"arguments", {{"fdname", name}}}};
   RETURN_IF_ERROR(SendLine(msg.dump(), fd));
   return ReadReply("getfd", MonoNowNs() + int64_t{timeout_ms} * 1000000).status();
 }
 
+Status QmpClient::CheckInStep() {
+  if (broken_) return Unavailable("qmp: monitor out of step after an earlier failed or timed-out command");
+  return Status::Ok();
+}
+
 Status QmpClient::SendLine(const std::string& line, int fd_to_pass) {
+  // Cleared only when the reply arrives: a command that fails half way (timeout, short
+  // write) leaves a reply in flight, which the next command would take for its own.
+  broken_ = true;
   std::string data = line + "\n";
   if (fd_to_pass < 0) return WriteAll(socket_.get(), data);
   // The fd rides with the command's first byte; QEMU attaches it to the monitor.
@@ -90,8 +101,12 @@ Result<nlohmann::json> QmpClient::ReadReply(const std::string& command, int64_t 
   for (;;) {
     ASSIGN_OR_RETURN(nlohmann::json m, ReadMessage(deadline_ns));
     if (m.contains("event")) continue;  // asynchronous: STOP, RESUME, MIGRATION, ...
-    if (m.contains("return")) return m["return"];
+    if (m.contains("return")) {
+      broken_ = false;
+      return m["return"];
+    }
     if (m.contains("error") && m["error"].is_object()) {
+      broken_ = false;
       const auto& e = m["error"];
       // Hostile-input rule: fields are read only when they have the expected type.
       std::string cls = e.contains("class") && e["class"].is_string() ? e["class"].get<std::string>() : "Error";

@@ -40,10 +40,14 @@ class QmpClient {
   Result<nlohmann::json> ReadMessage(int64_t deadline_ns);
   Result<nlohmann::json> ReadReply(const std::string& command, int64_t deadline_ns);
   Status SendLine(const std::string& line, int fd_to_pass);
+  // Unavailable once a command went unanswered: replies carry no id we match on, so after
+  // a timeout every later reply would belong to the command before it.
+  Status CheckInStep();
 
   UniqueFd socket_;
   std::mutex mu_;
   std::string buf_;  // GUARDED_BY(mu_): bytes read past the last line
+  bool broken_ = false;  // GUARDED_BY(mu_): a command is still owed its reply
 };
 
 }  // namespace space::runtime::vm

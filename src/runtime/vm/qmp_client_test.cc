@@ -96,6 +96,19 @@ TEST(QmpClient, PassesFdsWithGetfd) {
   EXPECT_TRUE(r.ok());
 }
 
+TEST(QmpClient, TimedOutCommandLeavesTheClientBroken) {
+  // The second command is answered with an event only: it times out, and its late reply
+  // must never be taken for the next command's.
+  FakeQemu q({R"({"return": {}})", R"({"event": "STOP", "timestamp": {}})"});
+  QmpClient c(q.TakeClient());
+  ASSERT_TRUE(c.Handshake(2000).ok());
+  auto slow = c.Execute("stop", nlohmann::json::object(), 100);
+  EXPECT_EQ(slow.status().code(), StatusCode::kDeadlineExceeded) << slow.status().ToString();
+  auto next = c.Execute("query-status");
+  ASSERT_FALSE(next.ok());
+  EXPECT_NE(next.status().message().find("out of step"), std::string::npos);
+}
+
 TEST(QmpClient, MalformedAndClosedPeersAreErrors) {
   FakeQemu q({"not json"});
   QmpClient c(q.TakeClient());

@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <sys/mount.h>
 #include <signal.h>
@@ -30,6 +31,65 @@
 #include "runtime/vm/qmp_client.h"
 
 namespace space::runtime {
+namespace {
+
+// openat2 that never leaves `dir` and never follows a symlink (magic links included).
+Result<UniqueFd> OpenBeneath(int dir, const std::string& name, uint64_t flags, const std::string& what) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.mode = (flags & O_CREAT) ? 0600 : 0;  // openat2 rejects a mode without O_CREAT
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  long fd = RetryEintr([&] { return ::syscall(SYS_openat2, dir, name.c_str(), &how, sizeof how); });
+  if (fd < 0) {
+    if (errno == ELOOP || errno == EXDEV) return InvalidArgument(what + " is or passes through a symlink; refusing it");
+    return ErrnoStatus("openat2", what, errno);
+  }
+  return UniqueFd(static_cast<int>(fd));
+}
+
+}  // namespace
+
+Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create) {
+  // The root itself is the pool's path, trusted; what is inside it is not.
+  ASSIGN_OR_RETURN(UniqueFd root, OpenFd(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const std::string what = rootfs + "/" + kVmStateDir;
+  // mkdirat never follows a final symlink: an existing one gives EEXIST, then openat2 refuses it.
+  if (create && ::mkdirat(root.get(), kVmStateDir, 0700) != 0 && errno != EEXIST) {
+    return ErrnoStatus("mkdirat", what, errno);
+  }
+  return OpenBeneath(root.get(), kVmStateDir, O_RDONLY | O_DIRECTORY, what);
+}
+
+Result<UniqueFd> OpenVmStateFile(int state_dir, const std::string& name, int flags) {
+  // O_PATH first: opening a device node or FIFO for real can block or act; only a regular
+  // file is reopened with `flags`, through its own fd (no path to swap in between).
+  ASSIGN_OR_RETURN(UniqueFd path_fd, OpenBeneath(state_dir, name, O_PATH, std::string(kVmStateDir) + "/" + name));
+  struct stat sb;
+  if (::fstat(path_fd.get(), &sb) != 0) return ErrnoStatus("fstat", name, errno);
+  if (!S_ISREG(sb.st_mode)) return InvalidArgument(std::string(kVmStateDir) + "/" + name + " is not a regular file");
+  const std::string self = "/proc/self/fd/" + std::to_string(path_fd.get());
+  return OpenFd(self, flags | O_CLOEXEC);
+}
+
+Result<bool> HasVmStateFile(const std::string& rootfs, const std::string& name) {
+  auto dir = OpenVmStateDir(rootfs, false);
+  if (!dir.ok()) {
+    struct stat sb;
+    // No state dir at all is the common case (a fresh root).
+    if (::fstatat(AT_FDCWD, (rootfs + "/" + kVmStateDir).c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+      return false;
+    }
+    return dir.status();
+  }
+  struct stat sb;
+  if (::fstatat(dir->get(), name.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return false;
+    return ErrnoStatus("fstatat", rootfs + "/" + kVmStateDir + "/" + name, errno);
+  }
+  if (!S_ISREG(sb.st_mode)) return InvalidArgument(rootfs + "/" + kVmStateDir + "/" + name + " is not a regular file");
+  return true;
+}
+
 namespace {
 
 // What QEMU itself needs beyond the guest's RAM (TCG's 64 MiB translation cache, device
@@ -109,6 +169,7 @@ struct Vm {
   UniqueFd pidfd;
   std::unique_ptr<vm::QmpClient> qmp;
   UniqueFd channel;  // node end of the guest channel, until Launch hands it over
+  std::string rootfs;  // the sandbox's root: its .space-vm holds disk and checkpoints
 };
 
 // Everything the launcher child needs, prepared before fork: after fork it only makes
@@ -122,6 +183,11 @@ struct ChildPlan {
   bool kvm_group = false;
   gid_t kvm_gid = 0;
   int go_fd = -1;      // read end: the parent has put us in our cgroup
+  int go_write_fd = -1;  // the parent's write end: closed first, so a dead parent reads as EOF
+  int null_fd = -1;      // /dev/null, the VMM's stdin
+  // Host directories (existing, not symlinks) hidden under an empty tmpfs in the VMM's mount
+  // namespace: other sandboxes' and users' scratch files and sockets.
+  std::vector<const char*> masked_dirs;
   int report_fd = -1;  // write end: errno of a failed step, then _exit
   int fds[vm::kInheritedFds] = {-1, -1, -1, -1, -1, -1};  // parked; dup2'ed onto kChannelFd + i
 };
@@ -133,11 +199,19 @@ struct ChildPlan {
 }
 
 [[noreturn]] void RunChild(const ChildPlan& p) {
+  ::close(p.go_write_fd);
   char go = 0;
   if (::read(p.go_fd, &go, 1) != 1) ::_exit(126);
   if (::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS) != 0) ChildFail(p, 1);
   // Mounts made by anyone later stay out of the VMM's view, and its own never propagate.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(p, 2);
+  // A proc of our own PID namespace: the host's shows every host process (cmdlines, environ
+  // of the VMM's own uid range) to a VMM that an escaped guest could control.
+  constexpr unsigned long kNoDevExec = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (::mount("proc", "/proc", "proc", kNoDevExec, nullptr) != 0) ChildFail(p, 10);
+  for (const char* dir : p.masked_dirs) {
+    if (::mount("tmpfs", dir, "tmpfs", kNoDevExec, "size=64k,mode=0755") != 0) ChildFail(p, 11);
+  }
   gid_t groups[1] = {p.kvm_gid};
   // Raw syscalls: after a raw clone glibc still believes the node's threads are ours, and its
   // wrappers would try to broadcast the credential change to them.
@@ -152,7 +226,10 @@ struct ChildPlan {
     if (p.fds[i] >= 0 && ::dup2(p.fds[i], vm::kChannelFd + i) < 0) ChildFail(p, 8);
   }
   // QEMU's own messages (bad arguments, failed restores) go to the console log.
-  if (::dup2(vm::kConsoleFd, 1) < 0 || ::dup2(vm::kConsoleFd, 2) < 0) ChildFail(p, 8);
+  if (::dup2(p.null_fd, 0) < 0 || ::dup2(vm::kConsoleFd, 1) < 0 || ::dup2(vm::kConsoleFd, 2) < 0) ChildFail(p, 8);
+  // Nothing but 0..kDiskReadOnlyFd survives exec, whatever another node thread opened
+  // without O_CLOEXEC. Marked rather than closed: the report pipe must live until execve.
+  if (::close_range(vm::kChannelFd + vm::kInheritedFds, ~0U, CLOSE_RANGE_CLOEXEC) != 0) ChildFail(p, 12);
   ::execve(p.argv[0], p.argv.data(), p.envp.data());
   ChildFail(p, 9);
 }
@@ -168,6 +245,9 @@ const char* ChildStepName(int step) {
     case 7: return "PR_SET_NO_NEW_PRIVS";
     case 8: return "dup2";
     case 9: return "execve";
+    case 10: return "mount proc";
+    case 11: return "mount tmpfs over a host directory";
+    case 12: return "close_range";
     default: return "?";
   }
 }
@@ -228,14 +308,28 @@ class VmRuntimeImpl final : public Runtime {
     return vm->qmp->Execute(command).status().Annotate("sandbox " + id);
   }
   // Kernel, initramfs and the template's disk image, prepared once (serialized).
-  Status PrepareDisk(const SandboxSpec& spec, std::string* kernel, std::string* initrd);
-  // Stops the VM and writes its memory and device state to `state_path`.
-  Status SaveState(Vm& vm, const std::string& id, const std::string& state_path);
+  Status PrepareDisk(const SandboxSpec& spec, int state_dir, std::string* kernel, std::string* initrd);
+  // Stops the VM and writes its memory and device state to kVmMemoryName in `state_dir`
+  // (through kVmMemoryTmpName, renamed once QEMU reports the migration completed).
+  Status SaveState(Vm& vm, const std::string& id, int state_dir);
+  // Stops the VM and migrates its state into `out` (handed to QEMU, then closed here).
+  Status MigrateTo(Vm& vm, const std::string& id, UniqueFd& out);
   // The template checkpoint for `spec`'s template and `plan`'s machine shape: a VM booted from
   // the template's image until spaced said hello, then saved (disk + memory). New sandboxes
   // restore a reflink of it instead of booting. Made on first use, in `spec`'s cgroup.
   Result<std::string> EnsureTemplateCheckpoint(const SandboxSpec& spec, const vm::QemuPlan& plan);
-  Result<std::shared_ptr<Vm>> StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan, const std::string& disk);
+  // `state_dir` holds kVmDiskName and, for a restore, kVmMemoryName.
+  // Removes a template checkpoint that failed to restore (renamed away first: concurrent
+  // launches may be cloning it, and keep their open copies).
+  void DropTemplateCheckpoint(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(template_mu_);
+    const std::string stale = dir + ".stale-" + std::to_string(::getpid()) + "-" + std::to_string(MonoNowNs());
+    if (::rename(dir.c_str(), stale.c_str()) != 0) return;  // already dropped by another launch
+    ::unlink((stale + "/" + kVmDiskName).c_str());
+    ::unlink((stale + "/" + kVmMemoryName).c_str());
+    ::rmdir(stale.c_str());
+  }
+  Result<std::shared_ptr<Vm>> StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir);
 
   const RuntimeConfig config_;
   const std::string image_dir_;  // template images and checkpoints, on the pool's filesystem
@@ -249,6 +343,10 @@ class VmRuntimeImpl final : public Runtime {
     const char* v = std::getenv("SPACE_VM_TEMPLATE_CHECKPOINTS");
     return v == nullptr || std::string(v) != "0";
   }();
+  const bool console_log_ = [] {
+    const char* v = std::getenv("SPACE_VM_CONSOLE_LOG");
+    return v != nullptr && std::string(v) == "1";
+  }();
   std::mutex assets_mu_;
   std::optional<vm::GuestKernel> kernel_;  // GUARDED_BY(assets_mu_)
   std::string initrd_;                     // GUARDED_BY(assets_mu_)
@@ -258,7 +356,7 @@ class VmRuntimeImpl final : public Runtime {
   std::map<std::string, std::shared_ptr<Vm>> vms_;  // GUARDED_BY(mu_)
 };
 
-Status VmRuntimeImpl::PrepareDisk(const SandboxSpec& spec, std::string* kernel, std::string* initrd) {
+Status VmRuntimeImpl::PrepareDisk(const SandboxSpec& spec, int state_dir, std::string* kernel, std::string* initrd) {
   std::lock_guard<std::mutex> lock(assets_mu_);
   if (!kernel_) {
     ASSIGN_OR_RETURN(vm::GuestKernel k, vm::EnsureGuestKernel(config_.vm_cache_dir));
@@ -276,16 +374,14 @@ Status VmRuntimeImpl::PrepareDisk(const SandboxSpec& spec, std::string* kernel, 
   }
   *kernel = kernel_->vmlinuz;
   *initrd = initrd_;
-  const std::string state_dir = spec.rootfs + "/" + kVmStateDir;
-  const std::string disk = state_dir + "/" + kVmDiskName;
-  if (Exists(disk)) return Status::Ok();  // restored from a snapshot, or booted before
+  ASSIGN_OR_RETURN(bool have_disk, HasVmStateFile(spec.rootfs, kVmDiskName));
+  if (have_disk) return Status::Ok();  // restored from a snapshot, or booted before
   if (template_checkpoints_) return Status::Ok();  // Launch clones the checkpoint
   // A fresh root is a clone of its template: the image is built from it once per digest,
   // before the state dir exists in it.
   ASSIGN_OR_RETURN(std::string image,
                    vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs, kDiskSlackBytes));
-  RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
-  return vm::CloneFile(image, disk);
+  return vm::CloneFileAt(image, state_dir, kVmDiskName);
 }
 
 Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
@@ -304,10 +400,20 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
   plan.cpus = std::max(1, static_cast<int>(spec.limits.cpus + 0.5));
   plan.restore = !spec.restore_state.empty();
   plan.tsc_khz = host_tsc_khz_;
+  plan.console_log = console_log_;
   const std::string state_dir = spec.rootfs + "/" + kVmStateDir;
-  const std::string disk = state_dir + "/" + kVmDiskName;
-  const bool fresh = spec.restore_state.empty() && !Exists(disk);
-  RETURN_IF_ERROR(PrepareDisk(spec, &plan.kernel, &plan.initrd).Annotate("sandbox " + spec.id + ": guest assets"));
+  // The only state a vm sandbox restores is the one its root carries: StartVmm opens it
+  // beneath the root, never by a path from elsewhere.
+  if (!spec.restore_state.empty() && spec.restore_state != state_dir + "/" + kVmMemoryName) {
+    return InvalidArgument("sandbox " + spec.id + ": restore state must be " + state_dir + "/" + kVmMemoryName);
+  }
+  ASSIGN_OR_RETURN(UniqueFd sd, OpenVmStateDir(spec.rootfs, true));
+  // A checkpoint the node died in the middle of writing.
+  (void)::unlinkat(sd.get(), kVmMemoryTmpName, 0);
+  ASSIGN_OR_RETURN(bool have_disk, HasVmStateFile(spec.rootfs, kVmDiskName));
+  const bool fresh = spec.restore_state.empty() && !have_disk;
+  RETURN_IF_ERROR(
+      PrepareDisk(spec, sd.get(), &plan.kernel, &plan.initrd).Annotate("sandbox " + spec.id + ": guest assets"));
   mark("vm_assets");
   std::string restore_state = spec.restore_state;
   {
@@ -331,16 +437,25 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
     return st;
   }
   mark("vm_cgroup");
+  std::string template_ckpt;  // set when this launch restores the template checkpoint
+  auto cold_disk = [&]() -> Status {
+    std::string image;
+    {
+      std::lock_guard<std::mutex> assets(assets_mu_);
+      ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs, kDiskSlackBytes));
+    }
+    return vm::CloneFileAt(image, sd.get(), kVmDiskName);
+  };
   if (fresh && template_checkpoints_) {
     // A new sandbox restores its template's checkpoint (a reflink of disk and memory)
     // instead of booting a kernel.
     Status st = [&]() -> Status {
       ASSIGN_OR_RETURN(std::string ckpt, EnsureTemplateCheckpoint(spec, plan));
+      template_ckpt = ckpt;
       mark("vm_template_checkpoint");
-      RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
-      RETURN_IF_ERROR(vm::CloneFile(ckpt + "/" + kVmDiskName, disk));
+      RETURN_IF_ERROR(vm::CloneFileAt(ckpt + "/" + kVmDiskName, sd.get(), kVmDiskName));
       restore_state = state_dir + "/" + kVmMemoryName;
-      RETURN_IF_ERROR(vm::CloneFile(ckpt + "/" + kVmMemoryName, restore_state));
+      RETURN_IF_ERROR(vm::CloneFileAt(ckpt + "/" + kVmMemoryName, sd.get(), kVmMemoryName));
       plan.restore = true;
       mark("vm_clone_checkpoint");
       return Status::Ok();
@@ -348,20 +463,12 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
     if (!st.ok()) {
       // The fast path failed (the template VM would not boot or save): boot this one cold.
       LogWarn("vm", "sandbox " + spec.id + ": template checkpoint unavailable, booting: " + st.ToString());
-      ::unlink(disk.c_str());
-      if (restore_state != spec.restore_state) ::unlink(restore_state.c_str());
+      ::unlinkat(sd.get(), kVmDiskName, 0);
+      if (restore_state != spec.restore_state) ::unlinkat(sd.get(), kVmMemoryName, 0);
       restore_state = spec.restore_state;
       plan.restore = false;
-      Status cold = [&]() -> Status {
-        std::string image;
-        {
-          std::lock_guard<std::mutex> assets(assets_mu_);
-          ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs,
-                                                         kDiskSlackBytes));
-        }
-        RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
-        return vm::CloneFile(image, disk);
-      }();
+      template_ckpt.clear();
+      Status cold = cold_disk();
       if (!cold.ok()) {
         undo();
         return cold.Annotate("sandbox " + spec.id + ": disk");
@@ -370,16 +477,14 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
   }
   SandboxSpec launch_spec = spec;
   launch_spec.restore_state = restore_state;
-  auto vm = StartVmm(launch_spec, plan, disk);
-  if (!vm.ok()) {
-    undo();
-    return vm.status().Annotate("sandbox " + spec.id);
-  }
-  mark(plan.restore ? "vmm_start" : "vmm_boot_start");
-  if (plan.restore) {
+  auto vm = StartVmm(launch_spec, plan, sd.get());
+  // A state QEMU cannot load may end it before its QMP answers (StartVmm fails) or leave it
+  // in a failed state: both are a failed restore.
+  Status st = vm.status();
+  if (vm.ok()) mark(plan.restore ? "vmm_start" : "vmm_boot_start");
+  if (vm.ok() && plan.restore) {
     // The state loads while QEMU runs its main loop; the guest stays stopped after it (it
     // was stopped when saved) until `cont`.
-    Status st = Status::Ok();
     const int64_t deadline = MonoNowNs() + kRestoreTimeoutMs * 1000000;
     for (;;) {
       auto status = (*vm)->qmp->Execute("query-status");
@@ -405,14 +510,36 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
       std::string log = Tail(dir + "/console.log", 400);
       (void)::syscall(SYS_pidfd_send_signal, (*vm)->pidfd.get(), SIGKILL, nullptr, 0);
       (void)ReapChild((*vm)->pid, (*vm)->pidfd.get(), kDestroyWaitMs);
-      undo();
-      return st.Annotate("sandbox " + spec.id + ": restore" + (log.empty() ? "" : " (VMM said: " + log + ")"));
+      st = st.Annotate("restore" + (log.empty() ? "" : " (VMM said: " + log + ")"));
     }
+  }
+  if (!st.ok() && !template_ckpt.empty()) {
+    // The template checkpoint no longer loads (QEMU or the host changed under it): drop it,
+    // so the next create makes a new one, and boot this sandbox cold.
+    LogWarn("vm", "template checkpoint " + template_ckpt + " does not restore, removing it: " + st.ToString());
+    DropTemplateCheckpoint(template_ckpt);
+    ::unlinkat(sd.get(), kVmDiskName, 0);
+    ::unlinkat(sd.get(), kVmMemoryName, 0);
+    plan.restore = false;
+    launch_spec.restore_state = spec.restore_state;
+    st = cold_disk();
+    if (st.ok()) {
+      vm = StartVmm(launch_spec, plan, sd.get());
+      st = vm.status();
+    }
+    if (st.ok()) mark("vmm_boot_start");
+  }
+  if (!st.ok()) {
+    undo();
+    return st.Annotate("sandbox " + spec.id);
+  }
+  if (plan.restore) {
     mark("vm_restore");
     out.restored = true;
     // Loaded: a template checkpoint's copy goes (a snapshot's is the caller's to remove).
-    if (restore_state != spec.restore_state) ::unlink(restore_state.c_str());
+    if (restore_state != spec.restore_state) ::unlinkat(sd.get(), kVmMemoryName, 0);
   }
+  (*vm)->rootfs = spec.rootfs;
   out.pid = (*vm)->pid;
   out.channel = std::move((*vm)->channel);
   out.pidfd.reset(::fcntl((*vm)->pidfd.get(), F_DUPFD_CLOEXEC, 0));
@@ -424,7 +551,7 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
 }
 
 Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan,
-                                                    const std::string& disk) {
+                                                    int state_dir) {
   const std::string dir = SandboxDir(spec.id);
   int channel[2], qmp[2], go[2], report[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channel) != 0) return ErrnoStatus("socketpair", "channel", errno);
@@ -435,12 +562,12 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   UniqueFd go_r(go[0]), go_w(go[1]);
   if (::pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "report", errno);
   UniqueFd report_r(report[0]), report_w(report[1]);
-  ASSIGN_OR_RETURN(UniqueFd disk_fd, OpenFd(disk, O_RDWR | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd disk_fd, OpenVmStateFile(state_dir, kVmDiskName, O_RDWR));
   ASSIGN_OR_RETURN(UniqueFd console_fd, OpenFd(dir + "/console.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  ASSIGN_OR_RETURN(UniqueFd disk_ro_fd, OpenFd(disk, O_RDONLY | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd disk_ro_fd, OpenVmStateFile(state_dir, kVmDiskName, O_RDONLY));
   UniqueFd incoming_fd;
   if (plan.restore) {
-    ASSIGN_OR_RETURN(incoming_fd, OpenFd(spec.restore_state, O_RDONLY | O_CLOEXEC));
+    ASSIGN_OR_RETURN(incoming_fd, OpenVmStateFile(state_dir, kVmMemoryName, O_RDONLY));
   }
   // Parked above every fixed number, so the child's dup2s never clobber one another.
   UniqueFd parked[vm::kInheritedFds];
@@ -465,7 +592,19 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   p.kvm_group = plan.kvm;
   p.kvm_gid = kvm_gid_;
   p.go_fd = go_r.get();
+  p.go_write_fd = go_w.get();
   p.report_fd = report_w.get();
+  ASSIGN_OR_RETURN(UniqueFd null_fd, OpenFd("/dev/null", O_RDONLY | O_CLOEXEC));
+  p.null_fd = null_fd.get();
+  static constexpr const char* kMaskedDirs[] = {"/run",     "/tmp", "/var/tmp", "/var/run", "/home",
+                                                "/dev/shm", "/mnt", "/media",   "/srv"};
+  for (const char* d : kMaskedDirs) {
+    struct stat sb;
+    // QEMU opens the kernel and initramfs by path (SPACE_VM_CACHE_DIR may put them in /tmp).
+    const std::string prefix = std::string(d) + "/";
+    if (plan.kernel.rfind(prefix, 0) == 0 || plan.initrd.rfind(prefix, 0) == 0) continue;
+    if (::lstat(d, &sb) == 0 && S_ISDIR(sb.st_mode)) p.masked_dirs.push_back(d);
+  }
   // The VMM is PID 1 of a PID namespace of its own: it sees no other process on the host.
   clone_args ca{};
   ca.flags = CLONE_NEWPID;
@@ -531,6 +670,10 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   const std::string initrd_name = plan.initrd.substr(plan.initrd.rfind('/') + 1);
   key += "-" + std::to_string(plan.memory_mb) + "m-" + std::to_string(plan.cpus) + "c-" +
          initrd_name.substr(0, initrd_name.find('.'));
+  // A QEMU upgrade can change the migration stream: a checkpoint belongs to one binary.
+  struct stat qemu;
+  if (::stat(plan.qemu_binary.c_str(), &qemu) != 0) return ErrnoStatus("stat", plan.qemu_binary, errno);
+  key += "-q" + std::to_string(qemu.st_size) + "-" + std::to_string(qemu.st_mtim.tv_sec);
   const std::string dir = image_dir_ + "/checkpoints/" + key;
   if (Exists(dir + "/" + kVmMemoryName)) return dir;
   std::string image;
@@ -545,6 +688,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   auto cleanup = [&] {
     ::unlink((tmp + "/" + kVmDiskName).c_str());
     ::unlink((tmp + "/" + kVmMemoryName).c_str());
+    ::unlink((tmp + "/" + kVmMemoryTmpName).c_str());
     ::rmdir(tmp.c_str());
   };
   Status st = [&]() -> Status {
@@ -554,7 +698,8 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
     boot.hostname = "space-vm";  // every sandbox restored from it starts with this name
     SandboxSpec boot_spec = spec;
     boot_spec.restore_state.clear();
-    ASSIGN_OR_RETURN(std::shared_ptr<Vm> vm, StartVmm(boot_spec, boot, tmp + "/" + kVmDiskName));
+    ASSIGN_OR_RETURN(UniqueFd tmp_fd, OpenFd(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSIGN_OR_RETURN(std::shared_ptr<Vm> vm, StartVmm(boot_spec, boot, tmp_fd.get()));
     Status saved = [&]() -> Status {
       // Booted once spaced says hello; its channel has nothing else pending then.
       pollfd p{vm->channel.get(), POLLIN, 0};
@@ -563,7 +708,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
       }
       ASSIGN_OR_RETURN(guest::Frame hello, guest::ReadFrame(vm->channel.get()));
       if (hello.type != guest::FrameType::kHello) return Unavailable("template VM spoke before saying hello");
-      return SaveState(*vm, spec.id, tmp + "/" + kVmMemoryName);
+      return SaveState(*vm, spec.id, tmp_fd.get());
     }();
     (void)::syscall(SYS_pidfd_send_signal, vm->pidfd.get(), SIGKILL, nullptr, 0);
     (void)ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs);
@@ -618,12 +763,30 @@ Result<std::set<std::string>> VmRuntimeImpl::ListPresent() {
 Status VmRuntimeImpl::Checkpoint(const std::string& id, const std::string& state_path) {
   auto vm = Find(id);
   if (!vm) return NotFound("vm sandbox " + id + " is not running here");
-  return SaveState(*vm, id, state_path);
+  if (state_path != vm->rootfs + "/" + kVmStateDir + "/" + kVmMemoryName) {
+    return InvalidArgument("checkpoint " + id + ": state must go to its root's " + kVmStateDir + "/" + kVmMemoryName);
+  }
+  ASSIGN_OR_RETURN(UniqueFd sd, OpenVmStateDir(vm->rootfs, false));
+  return SaveState(*vm, id, sd.get());
 }
 
-Status VmRuntimeImpl::SaveState(Vm& vm_ref, const std::string& id, const std::string& state_path) {
+Status VmRuntimeImpl::SaveState(Vm& vm_ref, const std::string& id, int state_dir) {
+  // Written beside the final name and renamed once QEMU says "completed": a checkpoint cut
+  // short (node crash, failed migration) never leaves a truncated memory.state that a later
+  // boot would try to restore.
+  (void)::unlinkat(state_dir, kVmMemoryTmpName, 0);
+  UniqueFd out(::openat(state_dir, kVmMemoryTmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out) return ErrnoStatus("openat", std::string(kVmStateDir) + "/" + kVmMemoryTmpName, errno);
+  Status st = MigrateTo(vm_ref, id, out);
+  if (st.ok() && ::renameat(state_dir, kVmMemoryTmpName, state_dir, kVmMemoryName) != 0) {
+    st = ErrnoStatus("renameat", std::string(kVmStateDir) + "/" + kVmMemoryName, errno);
+  }
+  if (!st.ok()) (void)::unlinkat(state_dir, kVmMemoryTmpName, 0);
+  return st;
+}
+
+Status VmRuntimeImpl::MigrateTo(Vm& vm_ref, const std::string& id, UniqueFd& out) {
   Vm* vm = &vm_ref;
-  ASSIGN_OR_RETURN(UniqueFd out, OpenFd(state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   // Stopped first: one pass over memory, and the disk is quiet from here on.
   RETURN_IF_ERROR(vm->qmp->Execute("stop").status().Annotate("checkpoint " + id));
   RETURN_IF_ERROR(vm->qmp->SendFd("checkpoint", out.get()).Annotate("checkpoint " + id));

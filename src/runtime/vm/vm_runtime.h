@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "runtime/runtime.h"
 
 namespace space::runtime {
@@ -23,6 +24,18 @@ namespace space::runtime {
 inline constexpr char kVmStateDir[] = ".space-vm";
 inline constexpr char kVmDiskName[] = "disk.img";
 inline constexpr char kVmMemoryName[] = "memory.state";
+// Where a checkpoint's memory state is written until QEMU reports it complete.
+inline constexpr char kVmMemoryTmpName[] = "memory.state.tmp";
+
+// <rootfs>/.space-vm as a directory fd, reached with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS): a sandbox root (an imported template, a restored snapshot) is not
+// trusted, and the node runs as root. Created 0700 when missing and `create`.
+Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create);
+// Opens `name` in a state dir fd, refusing symlinks and anything but a regular file (a
+// device node must never reach QEMU). Not for O_CREAT.
+Result<UniqueFd> OpenVmStateFile(int state_dir, const std::string& name, int flags);
+// Whether <rootfs>/.space-vm/<name> is a regular file (a symlink or other type is an error).
+Result<bool> HasVmStateFile(const std::string& rootfs, const std::string& name);
 
 // Creates the runtime: probes cgroups and /dev/kvm; guest assets are prepared on first use.
 // Kernel and initramfs are cached host-wide in config.vm_cache_dir; template disk images and
