@@ -70,7 +70,7 @@ void Router::Route(api::Request& req, api::Responder& res) {
     std::string tpl = body.is_object() && body.contains("template") && body["template"].is_string()
                           ? body["template"].get<std::string>()
                           : "base";
-    node = AnyNode(tpl);
+    node = AnyNode(tpl, /*placing=*/true);
   } else if (n >= 3 && p[1] == "sandboxes") {
     if (!api::IsId(p[2], "sbx")) return res.SendError(NotFound("sandbox " + p[2].substr(0, 80) + " not found"));
     node = OwnerOf(req, p[2], n == 4 && p[3] == "resume" && m == "POST");
@@ -86,9 +86,9 @@ void Router::Route(api::Request& req, api::Responder& res) {
       return res.SendError(NotFound("operation " + p[2].substr(0, 80) + " not found"));
     }
     node = OwnerOf(req, op->target, false);
-    if (!node.ok() && node.status().code() == StatusCode::kNotFound) node = AnyNode("");
+    if (!node.ok() && node.status().code() == StatusCode::kNotFound) node = AnyNode("", false);
   } else {
-    node = AnyNode("");
+    node = AnyNode("", false);
   }
   if (!node.ok()) return res.SendError(node.status());
   Relay(*node, req, res);
@@ -113,10 +113,11 @@ Result<store::NodeRecord> Router::OwnerOf(const api::Request& req, const std::st
     if (resume && rec->state == "suspended" && node.state != "ready") break;
     return node;
   }
-  return AnyNode(rec->template_name);
+  // Its node is gone: a resume places the sandbox anew; anything else is answered from the store.
+  return AnyNode(rec->template_name, resume && rec->state == "suspended");
 }
 
-Result<store::NodeRecord> Router::AnyNode(const std::string& template_name, const std::string& exclude) {
+Result<store::NodeRecord> Router::AnyNode(const std::string& template_name, bool placing) {
   ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
   ASSIGN_OR_RETURN(const int64_t now, store_->NowMs());
   std::lock_guard<std::mutex> lock(mu_);
@@ -126,7 +127,8 @@ Result<store::NodeRecord> Router::AnyNode(const std::string& template_name, cons
     if (it != placed_.end() && it->second.first == node.heartbeat_at_ms) placed[node.name] = it->second.second;
   }
   ASSIGN_OR_RETURN(store::NodeRecord pick,
-                   PickNode(nodes, {template_name, exclude}, now, config_.stale_ms, placed));
+                   PickNode(nodes, {template_name, ""}, now, config_.stale_ms, placed));
+  if (!placing) return pick;
   auto& count = placed_[pick.name];
   if (count.first != pick.heartbeat_at_ms) count = {pick.heartbeat_at_ms, 0};
   ++count.second;

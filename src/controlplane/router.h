@@ -38,7 +38,9 @@ class Router {
   // The node that owns sandbox `id` for `req`'s team, or any ready one when it is gone.
   // not_found for another team's sandbox (ids never leak across teams).
   Result<store::NodeRecord> OwnerOf(const api::Request& req, const std::string& id, bool resume);
-  Result<store::NodeRecord> AnyNode(const std::string& template_name, const std::string& exclude = "");
+  // A ready node for a request; `placing`: a sandbox will start there (counted until the
+  // node's next heartbeat shows it), not just a read answered from the store.
+  Result<store::NodeRecord> AnyNode(const std::string& template_name, bool placing);
   void Relay(const store::NodeRecord& node, api::Request& req, api::Responder& res);
 
   store::Store* const store_;
