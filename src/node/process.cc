@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "node/guest_error.h"
 
 namespace space::node {
 
@@ -151,15 +152,12 @@ void Process::HandleFrameLocked(guest::Frame frame) {
       break;
     }
     case guest::FrameType::kError: {
-      auto j = nlohmann::json::parse(frame.payload, nullptr, false);
       // A command the guest cannot start (missing binary, bad cwd, unknown user) is a bad
-      // request, whatever word the guest chose; its message says why.
-      std::string msg = "the guest refused the command";
-      StatusCode code = StatusCode::kInvalidArgument;
-      if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-        msg = j["message"].get<std::string>().substr(0, 1024);
-      }
-      failure_ = Status(code, msg);
+      // request, whatever word the guest chose; its message says why. The one exception is a
+      // sandbox with no room left to start it (its task or memory limit): that is
+      // resource_exhausted, which a client may retry once the sandbox has room again.
+      Status s = GuestErrorStatus(frame.payload, "the guest refused the command", {StatusCode::kResourceExhausted});
+      failure_ = s.code() == StatusCode::kResourceExhausted ? s : InvalidArgument(s.message());
       if (started_) Finish(ExitInfo{});
       break;
     }

@@ -60,6 +60,11 @@ TEST(ProcessTest, RefusedStartAndLostChannel) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("ENOENT"), std::string::npos);
 
+  // A sandbox at its task limit is out of room, not sent a bad request.
+  Process full("proc_3", {}, 0);
+  full.OnFrame(F(guest::FrameType::kError, R"({"code":"resource_exhausted","message":"fork sh: EAGAIN"})"));
+  EXPECT_EQ(full.WaitStarted(10).code(), StatusCode::kResourceExhausted);
+
   Process lost("proc_2", {}, 0);
   lost.OnFrame(F(guest::FrameType::kExecStarted));
   lost.OnChannelClosed(Unavailable("gone"));
