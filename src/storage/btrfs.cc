@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/statfs.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "common/syscall.h"
@@ -68,6 +69,37 @@ Status EnableQuota(const std::string& path) {
   struct btrfs_ioctl_quota_ctl_args args = {};
   args.cmd = BTRFS_QUOTA_CTL_ENABLE;
   if (::ioctl(fd.get(), BTRFS_IOC_QUOTA_CTL, &args) != 0) return ErrnoStatus("ioctl BTRFS_IOC_QUOTA_CTL", path, errno);
+  return Status::Ok();
+}
+
+Result<std::string> QuotaSysfsDir(const std::string& path) {
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_DIRECTORY));
+  struct btrfs_ioctl_fs_info_args info = {};
+  if (::ioctl(fd.get(), BTRFS_IOC_FS_INFO, &info) != 0) return ErrnoStatus("ioctl BTRFS_IOC_FS_INFO", path, errno);
+  char uuid[37];
+  const uint8_t* f = info.fsid;
+  std::snprintf(uuid, sizeof uuid, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", f[0], f[1],
+                f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13], f[14], f[15]);
+  return "/sys/fs/btrfs/" + std::string(uuid) + "/qgroups";
+}
+
+Status KeepQuotaConsistent(const std::string& path, std::string* note) {
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_DIRECTORY));
+  ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
+  const std::string knob = dir + "/drop_subtree_threshold";
+  if (::access(knob.c_str(), F_OK) == 0) {
+    UniqueFd k(::open(knob.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!k) return ErrnoStatus("open", knob, errno);
+    RETURN_IF_ERROR(WriteAll(k.get(), "8"));  // BTRFS_MAX_LEVEL
+  }
+  auto flag = ReadFileToString(dir + "/inconsistent", 16);
+  if (flag.ok() && !flag->empty() && (*flag)[0] == '1') {
+    struct btrfs_ioctl_quota_rescan_args args = {};
+    if (::ioctl(fd.get(), BTRFS_IOC_QUOTA_RESCAN, &args) != 0 && errno != EINPROGRESS) {
+      return ErrnoStatus("ioctl BTRFS_IOC_QUOTA_RESCAN", path, errno);
+    }
+    *note = "btrfs quota accounting was inconsistent; a rescan is running and disk limits are approximate until it ends";
+  }
   return Status::Ok();
 }
 

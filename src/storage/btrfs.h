@@ -22,6 +22,18 @@ Result<uint64_t> SubvolumeId(const std::string& path);
 
 // Turns on quota groups for the filesystem holding `path` (no-op when already on).
 Status EnableQuota(const std::string& path);
+// "/sys/fs/btrfs/<fsid>/qgroups" of the filesystem holding `path`.
+Result<std::string> QuotaSysfsDir(const std::string& path);
+// Keeps the quota accounting of the filesystem holding `path` exact, so limits stay enforced:
+// - Linux 6.8+ skips accounting when it drops a shared subtree of level >= its
+//   qgroups/drop_subtree_threshold (default 3) and marks the qgroups inconsistent instead;
+//   from then on no limit holds until a rescan. Deleting one sandbox cloned from a
+//   Debian-sized template is enough. This raises the threshold to BTRFS_MAX_LEVEL (8: never
+//   skip) for this mount; deletions cost the cleaner more, in the background.
+// - When the accounting is already inconsistent, it starts a rescan (limits are approximate
+//   until it ends) and says so in `*note`.
+// Kernels without the sysfs knob never skip: nothing to do there.
+Status KeepQuotaConsistent(const std::string& path, std::string* note);
 // Bytes referenced only by subvolume `subvol_path` (its level-0 qgroup's "excl"), as of the
 // last committed transaction: syncfs first for an up-to-date figure. not_found when quotas
 // are off or the qgroup does not exist.

@@ -78,7 +78,17 @@ Result<PoolMount> Finish(PoolMount m) {
   // costs the disk limits, so it is logged, not fatal.
   Status q = EnableQuota(m.pool_dir);
   m.quota_enabled = q.ok();
-  if (!q.ok()) LogWarn(kLog, "btrfs quotas unavailable, sandbox disk limits will NOT be enforced: " + q.ToString());
+  if (!q.ok()) {
+    LogWarn(kLog, "btrfs quotas unavailable, sandbox disk limits will NOT be enforced: " + q.ToString());
+    return m;
+  }
+  std::string note;
+  if (Status c = KeepQuotaConsistent(m.pool_dir, &note); !c.ok()) {
+    LogWarn(kLog, "cannot keep btrfs quota accounting exact (deleting large sandboxes may turn disk limits off "
+                  "until a rescan): " + c.ToString());
+  } else if (!note.empty()) {
+    LogWarn(kLog, note);
+  }
   return m;
 }
 

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/syscall.h"
+#include "storage/btrfs.h"
 #include "storage/digest.h"
 #include "storage/fs_util.h"
 #include "storage/pool_test_fixture.h"
@@ -181,6 +182,13 @@ TEST_F(PoolTest, DiskLimitEnforcedByQgroup) {
     ::close(fd);
   }
   EXPECT_EQ(err, EDQUOT) << "wrote " << written << " bytes past a " << kLimit << " byte limit";
+  // Deleting a big clone must not turn accounting off (storage::KeepQuotaConsistent): where
+  // the kernel has the knob, the pool set it to "never skip".
+  Result<std::string> qdir = QuotaSysfsDir(Config().data_dir + "/pool");
+  ASSERT_TRUE(qdir.ok()) << qdir.status().ToString();
+  if (Result<std::string> knob = ReadFileToString(*qdir + "/drop_subtree_threshold"); knob.ok()) {
+    EXPECT_EQ(*knob, "8\n");
+  }
   std::printf("qgroup limit %llu MiB: write stopped after %llu MiB with %s\n",
               static_cast<unsigned long long>(kLimit >> 20), static_cast<unsigned long long>(written >> 20),
               strerror(err));
