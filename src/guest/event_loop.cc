@@ -217,6 +217,11 @@ void GuestDaemon::HandleFrame(Frame& f) {
       return SignalProcess(f);
     case FrameType::kResize:
       return ResizeTty(f);
+    case FrameType::kDropOutput: {
+      auto it = processes_.find(f.stream);
+      if (it != processes_.end()) it->second.drop_output = true;
+      return;
+    }
     case FrameType::kWatchStart:
       return StartWatch(f);
     case FrameType::kWatchStop:
@@ -419,6 +424,11 @@ void GuestDaemon::ResizeTty(const Frame& f) {
   }
 }
 
+void GuestDaemon::SendOutput(Process& p, FrameType type, uint32_t stream, std::string_view data) {
+  if (!p.drop_output) return Send(type, stream, data);
+  (type == FrameType::kStdout ? p.dropped_stdout : p.dropped_stderr) += data.size();
+}
+
 void GuestDaemon::ReadOutput(uint32_t stream, Source source) {
   auto it = processes_.find(stream);
   if (it == processes_.end()) return;
@@ -427,8 +437,8 @@ void GuestDaemon::ReadOutput(uint32_t stream, Source source) {
   char buf[kChunkSize];
   ssize_t n = RetryEintr([&] { return ::read(w.fd.get(), buf, sizeof buf); });
   if (n > 0) {
-    Send(source == Source::kStdout ? FrameType::kStdout : FrameType::kStderr, stream,
-         std::string_view(buf, static_cast<size_t>(n)));
+    SendOutput(it->second, source == Source::kStdout ? FrameType::kStdout : FrameType::kStderr, stream,
+               std::string_view(buf, static_cast<size_t>(n)));
     return;
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -490,7 +500,7 @@ void GuestDaemon::FinishProcess(uint32_t stream) {
       int fd = w->fd.get();  // clang 14 cannot capture structured bindings in a lambda
       ssize_t n = RetryEintr([&] { return ::read(fd, buf, sizeof buf); });
       if (n <= 0) break;
-      Send(type, stream, std::string_view(buf, static_cast<size_t>(n)));
+      SendOutput(p, type, stream, std::string_view(buf, static_cast<size_t>(n)));
       drained += static_cast<size_t>(n);
     }
     RemoveWatch(*w);
@@ -501,6 +511,10 @@ void GuestDaemon::FinishProcess(uint32_t stream) {
   nlohmann::json exit = {{"exit_code", nullptr}, {"signal", nullptr}, {"timed_out", p.timed_out}};
   if (WIFEXITED(p.wait_status)) exit["exit_code"] = WEXITSTATUS(p.wait_status);
   if (WIFSIGNALED(p.wait_status)) exit["signal"] = WTERMSIG(p.wait_status);
+  if (p.drop_output) {
+    exit["dropped_stdout"] = p.dropped_stdout;
+    exit["dropped_stderr"] = p.dropped_stderr;
+  }
   processes_.erase(stream);
   Send(FrameType::kExit, stream, DumpJson(exit));
 }

@@ -62,6 +62,11 @@ class GuestDaemon {
     bool timed_out = false;
     int64_t deadline_ns = 0;   // 0: none
     int64_t grace_end_ns = 0;  // set at exit: stop waiting for pipes held by grandchildren
+    // After kDropOutput: output is read (so the writer never blocks) and counted, not sent.
+    // The reading is charged to the sandbox's own CPU quota, not to the node.
+    bool drop_output = false;
+    uint64_t dropped_stdout = 0;
+    uint64_t dropped_stderr = 0;
   };
   struct DirStream {
     std::unique_ptr<DirWatch> watch;
@@ -102,6 +107,8 @@ class GuestDaemon {
   void FlushStdin(Process& p, uint32_t stream);
   void CloseStdin(Process& p);
   void ReadOutput(uint32_t stream, Source source);
+  // Sends one chunk of `p`'s output, or only counts it once the node asked to drop it.
+  void SendOutput(Process& p, FrameType type, uint32_t stream, std::string_view data);
   void ReapChildren();
   void CheckDeadlines();
   void MaybeFinish(uint32_t stream);

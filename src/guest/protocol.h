@@ -75,6 +75,9 @@ enum class FrameType : uint8_t {
   kSignal = 15,      // node -> guest, {"signal": n}
   kExit = 16,        // guest -> node, {"exit_code": n|null, "signal": n|null, "timed_out": bool}
   kResize = 17,      // node -> guest, {"cols": n, "rows": n}: the tty's new window size
+  kDropOutput = 18,  // node -> guest, empty: the node keeps no more of this process's output;
+                     // the guest reads and counts it but sends no more kStdout/kStderr, and
+                     // kExit carries the counts ("dropped_stdout", "dropped_stderr")
   kFileOp = 20,      // node -> guest, FileOp JSON (see below)
   kFileData = 21,    // both ways, raw bytes; empty ends the body
   kFileResult = 22,  // guest -> node, JSON result of a file op

@@ -236,6 +236,24 @@ TEST_F(SpacedTest, ExecSignal) {
   EXPECT_EQ(r.exit["timed_out"], false);
 }
 
+TEST_F(SpacedTest, DroppedOutputIsReadAndCountedNotSent) {
+  // 1 MiB to stdout once stdin says go; the node asked to drop output before that.
+  auto r = spaced_.Exec(1, {{"cmd", {"sh", "-c", "read go; head -c 1048576 /dev/zero; echo e >&2"}}, {"stdin", true}},
+                        [&](int) {
+                          spaced_.Send(FrameType::kDropOutput, 1, "");
+                          spaced_.Send(FrameType::kStdin, 1, "go\n");
+                        });
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.exit["exit_code"], 0);
+  EXPECT_EQ(r.exit["dropped_stdout"], 1048576);
+  EXPECT_EQ(r.exit["dropped_stderr"], 2);
+  // Without the request nothing is dropped and the exit says nothing about it.
+  auto plain = spaced_.Exec(2, {{"cmd", {"echo", "hi"}}});
+  EXPECT_EQ(plain.out, "hi\n");
+  EXPECT_FALSE(plain.exit.contains("dropped_stdout"));
+}
+
 TEST_F(SpacedTest, ExitDoesNotWaitForDaemonizedGrandchild) {
   auto start = std::chrono::steady_clock::now();
   auto r = spaced_.Exec(1, {{"cmd", {"sh", "-c", "sleep 3 & echo hi"}}});

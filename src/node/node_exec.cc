@@ -83,6 +83,11 @@ Result<std::shared_ptr<Process>> Node::StartProcess(const std::string& team, con
 
   auto proc = std::make_shared<Process>(NewId("proc"), std::move(spec), WallNowMs());
   proc->set_on_exit([this, id](const Process& p) { RecordCommand(id, p); });
+  // Runs on this client's reader thread, which the client joins before it goes away. Set
+  // before the stream opens: a hostile guest may send frames on it at once.
+  proc->set_on_truncated([client = live->guest.get(), p = proc.get()] {
+    (void)client->Send(guest::FrameType::kDropOutput, p->stream(), "");
+  });
   RecordCommand(id, *proc);
   Audit(team, id, "exec", "exec", {{"pid", proc->id()}, {"cmd", proc->spec().cmd}, {"user", proc->spec().user}});
   uint32_t stream = live->guest->OpenStream(proc);

@@ -1,5 +1,6 @@
 #include "node/process.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 
@@ -99,13 +100,16 @@ void Process::Finish(ExitInfo info) {
 
 void Process::OnFrame(guest::Frame frame) {
   bool ended = false;
+  bool report_truncation = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (exit_) return;
     HandleFrameLocked(std::move(frame));
     ended = exit_.has_value();
+    if (truncated_ && !truncation_reported_ && !ended) report_truncation = truncation_reported_ = true;
     cv_.notify_all();
   }
+  if (report_truncation && on_truncated_) on_truncated_();
   if (ended && on_exit_) on_exit_(*this);
 }
 
@@ -143,6 +147,15 @@ void Process::HandleFrameLocked(guest::Frame frame) {
           if (s > 0 && s < 65) info.signal = static_cast<int>(s);
         }
         if (j.contains("timed_out") && j["timed_out"].is_boolean()) info.timed_out = j["timed_out"].get<bool>();
+        // What the guest read but did not send after kDropOutput; only honoured once asked,
+        // and bounded, so a guest cannot make the totals absurd.
+        if (truncation_reported_) {
+          for (auto [key, total] : {std::pair{"dropped_stdout", &stdout_bytes_}, std::pair{"dropped_stderr", &stderr_bytes_}}) {
+            if (j.contains(key) && j[key].is_number_unsigned()) {
+              *total += static_cast<int64_t>(std::min<uint64_t>(j[key].get<uint64_t>(), kMaxDroppedBytes));
+            }
+          }
+        }
       }
       if (!started_) {
         started_ = true;

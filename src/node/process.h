@@ -7,6 +7,7 @@
 // HTTP threads (consumers). Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,14 +51,16 @@ struct ProcessSpec {
 class Process : public StreamSink {
  public:
   static constexpr size_t kMaxRetainedBytes = 16u << 20;
+  // Bound on the dropped-output count a guest may report per stream (1 PiB).
+  static constexpr uint64_t kMaxDroppedBytes = 1ull << 50;
 
   Process(std::string id, ProcessSpec spec, int64_t started_at_ms);
 
   const std::string& id() const { return id_; }
   const ProcessSpec& spec() const { return spec_; }
   int64_t started_at_ms() const { return started_at_ms_; }
-  void set_stream(uint32_t stream) { stream_ = stream; }
-  uint32_t stream() const { return stream_; }
+  void set_stream(uint32_t stream) { stream_.store(stream); }
+  uint32_t stream() const { return stream_.load(); }
 
   // Blocks until the guest accepted or refused the command, or `timeout_ms`.
   Status WaitStarted(int64_t timeout_ms);
@@ -82,6 +85,10 @@ class Process : public StreamSink {
 
   // Called once, on the guest reader thread, right after the process ended.
   void set_on_exit(std::function<void(const Process&)> fn) { on_exit_ = std::move(fn); }
+  // Called once, on the guest reader thread (no lock held), when the retained output first
+  // overflows: the caller tells the guest to stop sending output (guest kDropOutput), since
+  // nothing past the cap is kept. The guest still counts it, so the byte totals stay true.
+  void set_on_truncated(std::function<void()> fn) { on_truncated_ = std::move(fn); }
 
   void OnFrame(guest::Frame frame) override;
   void OnChannelClosed(const Status& why) override;
@@ -94,7 +101,7 @@ class Process : public StreamSink {
   const std::string id_;
   const ProcessSpec spec_;
   const int64_t started_at_ms_;
-  uint32_t stream_ = 0;
+  std::atomic<uint32_t> stream_{0};  // set once the stream opens; read by the reader thread
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -110,6 +117,8 @@ class Process : public StreamSink {
   int64_t finished_at_ms_ = 0;           // GUARDED_BY(mu_)
   int64_t start_mono_ns_;
   std::function<void(const Process&)> on_exit_;  // set before the stream opens
+  std::function<void()> on_truncated_;           // set before the stream opens
+  bool truncation_reported_ = false;             // GUARDED_BY(mu_)
 };
 
 // "SIGKILL" for 9, "SIG<n>" for unknown numbers; and back (accepts "TERM", "SIGTERM", "15").

@@ -53,6 +53,32 @@ TEST(ProcessTest, OutputBeyondCapIsCountedNotKept) {
   EXPECT_GT(p.stdout_bytes(), static_cast<int64_t>(Process::kMaxRetainedBytes));
 }
 
+TEST(ProcessTest, TruncationAsksTheGuestToDropOutputOnceAndCountsWhatItDropped) {
+  Process p("proc_1", {}, 0);
+  int asked = 0;
+  p.set_on_truncated([&] { ++asked; });
+  p.OnFrame(F(guest::FrameType::kExecStarted));
+  std::string chunk(1 << 20, 'x');
+  for (size_t i = 0; i < Process::kMaxRetainedBytes / chunk.size(); ++i) p.OnFrame(F(guest::FrameType::kStdout, chunk));
+  EXPECT_EQ(asked, 0);  // exactly at the cap: everything kept
+  p.OnFrame(F(guest::FrameType::kStdout, "y"));
+  p.OnFrame(F(guest::FrameType::kStdout, "y"));
+  EXPECT_EQ(asked, 1);
+  const int64_t sent = p.stdout_bytes();
+  p.OnFrame(F(guest::FrameType::kExit, R"({"exit_code":0,"dropped_stdout":1000,"dropped_stderr":7})"));
+  ASSERT_TRUE(p.WaitExited(10));
+  EXPECT_EQ(p.stdout_bytes(), sent + 1000);
+  EXPECT_EQ(p.stderr_bytes(), 7);
+  EXPECT_EQ(asked, 1);
+
+  // A guest that was never asked cannot inflate the totals.
+  Process q("proc_2", {}, 0);
+  q.OnFrame(F(guest::FrameType::kExecStarted));
+  q.OnFrame(F(guest::FrameType::kExit, R"({"exit_code":0,"dropped_stdout":1000})"));
+  ASSERT_TRUE(q.WaitExited(10));
+  EXPECT_EQ(q.stdout_bytes(), 0);
+}
+
 TEST(ProcessTest, RefusedStartAndLostChannel) {
   Process refused("proc_1", {}, 0);
   refused.OnFrame(F(guest::FrameType::kError, R"({"code":"not_found","message":"exec /x: ENOENT"})"));
