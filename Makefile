@@ -43,10 +43,10 @@ security:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
 	  python3 tests/security/run.py
 
-# The abuse tests (fork/memory/disk/inode bombs, output flood beside a neighbour; ~70 s): the
+# The abuse tests (fork/memory/disk/inode bombs, output flood beside a neighbour; ~50 s): the
 # neighbour's exec p50 must stay within 2x of idle, measured interleaved. Not in `make test`
-# yet: on a quiet 2-vCPU host the disk filler measures x1.9-2.5 and the memory bomb x1.7-2.0
-# (docs/security.md, "Abuse"), so the gate would fail about every other run.
+# yet: on a quiet 2-vCPU host the disk filler measures x1.6-2.1 (docs/security.md, "Abuse"),
+# so the gate would fail about one run in three.
 abuse:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) \
 	  python3 -m unittest discover -v -s tests/security -p 'test_*.py'

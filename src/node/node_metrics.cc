@@ -66,9 +66,17 @@ std::string Mib(uint64_t bytes) {
 nlohmann::json Node::LimitsHit(const store::SandboxRecord& rec) {
   nlohmann::json out = nlohmann::json::array();
   if (rec.state != "running" && rec.state != "paused") return out;
+  std::shared_ptr<Live> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (live_.find(rec.id) == live_.end()) return out;
+    auto it = live_.find(rec.id);
+    if (it == live_.end()) return out;
+    live = it->second;
+  }
+  std::vector<std::shared_ptr<Process>> processes;
+  {
+    std::lock_guard<std::mutex> lock(live->mu);
+    for (const auto& [pid, p] : live->processes) processes.push_back(p);
   }
   auto resources = nlohmann::json::parse(rec.resources_json, nullptr, false);
   if (!resources.is_object()) resources = nlohmann::json::object();
@@ -98,6 +106,16 @@ nlohmann::json Node::LimitsHit(const store::SandboxRecord& rec) {
                    {"count", nullptr},
                    {"message", "disk quota of " + std::to_string(disk_mb) + " MiB is full (" + Mib(*used) +
                                    " written); writes fail with EDQUOT"}});
+  }
+  // Output is capped per command; past the cap the guest counts it and drops it.
+  int64_t truncated = 0;
+  for (const auto& p : processes) truncated += p->truncated() ? 1 : 0;
+  if (truncated > 0) {
+    out.push_back({{"kind", "output"},
+                   {"count", truncated},
+                   {"message", std::to_string(truncated) + " command(s) wrote more than the " +
+                                   std::to_string(Process::kMaxRetainedBytes >> 20) +
+                                   " MiB of output kept per command; the rest was counted and dropped"}});
   }
   return out;
 }

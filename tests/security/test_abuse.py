@@ -168,6 +168,11 @@ class AbuseTest(unittest.TestCase):
             # The node caps what it keeps of an exec's output and says so.
             self.assertTrue(res["truncated"], {k: v for k, v in res.items() if k not in ("stdout", "stderr")})
             self.assertLess(len(res["stdout"]), 64 << 20)
+            self.assertGreater(self.limit_hit(rec, "output")["count"], 0)
+            # What the guest dropped past the cap is still counted (kDropOutput).
+            st, p = self.s.json("GET", "/v1/sandboxes/%s/processes/%s" % (rec["id"], res["pid"]))
+            self.assertEqual(st, 200, p)
+            self.assertGreater(p["stdout_bytes"], 300000000, p)
         self.abuse("output flood", UNTIL_STOP + "yes AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA | "
                    "head -c 300000000; done", {}, check)
 
