@@ -1,8 +1,11 @@
 #include "common/syscall.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstring>
 
 namespace space {
 
@@ -89,6 +92,25 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
   if (!S_ISDIR(st.st_mode)) return InvalidArgument("mkdir " + path + ": exists and is not a directory");
   return Status::Ok();
+}
+
+Result<size_t> SendWithFd(int socket, std::string_view data, int fd_to_pass) {
+  if (data.empty()) return InvalidArgument("SendWithFd: an fd must ride with at least one byte");
+  iovec iov{const_cast<char*>(data.data()), data.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
+  ssize_t n = RetryEintr([&] { return ::sendmsg(socket, &msg, MSG_NOSIGNAL); });
+  if (n < 0) return ErrnoStatus("sendmsg", "fd " + std::to_string(socket), errno);
+  return static_cast<size_t>(n);
 }
 
 }  // namespace space

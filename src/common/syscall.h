@@ -41,4 +41,9 @@ Status MakeDirs(const std::string& path, mode_t mode);
 
 Result<UniqueFd> OpenFd(const std::string& path, int flags, mode_t mode = 0);
 
+// Sends `data` (not empty) on a unix socket with `fd_to_pass` attached to its first byte
+// (SCM_RIGHTS, MSG_NOSIGNAL). Returns how many bytes went out: a stream socket may take
+// fewer than all, and the caller writes the rest without the fd.
+Result<size_t> SendWithFd(int socket, std::string_view data, int fd_to_pass);
+
 }  // namespace space

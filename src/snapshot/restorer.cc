@@ -107,9 +107,13 @@ class TreeRestorer {
  private:
   std::string Where(const ManifestEntry& e) const { return e.path == "." ? dest_ : dest_ + "/" + e.path; }
 
+  uint32_t Owner(uint32_t id) const { return id < options_.owner_id_limit ? id : kOverflowOwner; }
+
   // chown first: it clears setuid/setgid bits, which chmod then sets.
   Status ApplyAttrs(int fd, const ManifestEntry& e) {
-    if (options_.preserve_owner && ::fchown(fd, e.uid, e.gid) != 0) return ErrnoStatus("fchown", Where(e), errno);
+    if (options_.preserve_owner && ::fchown(fd, Owner(e.uid), Owner(e.gid)) != 0) {
+      return ErrnoStatus("fchown", Where(e), errno);
+    }
     if (::fchmod(fd, e.mode) != 0) return ErrnoStatus("fchmod", Where(e), errno);
     struct timespec times[2] = {ToTimespec(e.mtime_ns), ToTimespec(e.mtime_ns)};
     if (::futimens(fd, times) != 0) return ErrnoStatus("futimens", Where(e), errno);
@@ -151,7 +155,8 @@ class TreeRestorer {
   Status RestoreSymlink(int parent_fd, const ManifestEntry& e) {
     std::string name = BaseName(e.path);
     if (::symlinkat(e.target.c_str(), parent_fd, name.c_str()) != 0) return ErrnoStatus("symlinkat", Where(e), errno);
-    if (options_.preserve_owner && ::fchownat(parent_fd, name.c_str(), e.uid, e.gid, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (options_.preserve_owner &&
+        ::fchownat(parent_fd, name.c_str(), Owner(e.uid), Owner(e.gid), AT_SYMLINK_NOFOLLOW) != 0) {
       return ErrnoStatus("fchownat", Where(e), errno);
     }
     struct timespec times[2] = {ToTimespec(e.mtime_ns), ToTimespec(e.mtime_ns)};

@@ -28,7 +28,16 @@ struct RestoreOptions {
   // Apply the manifest's uid/gid (fchownat AT_SYMLINK_NOFOLLOW). Needs CAP_CHOWN; without
   // it files keep the restoring user's ownership.
   bool preserve_owner = true;
+  // Owners at or above this id are restored as kOverflowOwner. A sandbox tree holds ids
+  // 0..65535 on disk (its uid range, seen through an idmapped mount); anything else in a
+  // manifest comes from a tampered store or a host-imported template, and must not become a
+  // file owned by an arbitrary host uid. Inside the sandbox such a file reads as the
+  // overflow id either way, so nothing the sandbox sees changes.
+  uint32_t owner_id_limit = 65536;
 };
+
+// What the kernel shows for an id with no mapping (/proc/sys/kernel/overflowuid).
+inline constexpr uint32_t kOverflowOwner = 65534;
 
 // NotFound if `snap_id` has no manifest (never exported, or its export did not finish).
 Status Restore(const std::string& snap_id, BlobStore& store, const std::string& dest_dir,

@@ -81,6 +81,29 @@ class SnapshotStoreTest : public ::testing::Test {
   int restores_ = 0;
 };
 
+TEST_F(SnapshotStoreTest, OwnersOutsideTheSandboxRangeRestoreAsOverflow) {
+  if (!root_) GTEST_SKIP() << "needs root to chown";
+  fs::create_directories(tree_ + "/d");
+  WriteFile(tree_ + "/d/in", "a", 0644);
+  WriteFile(tree_ + "/d/out", "b", 0644);
+  ASSERT_EQ(::chown((tree_ + "/d/in").c_str(), 65535, 1000), 0);
+  ASSERT_EQ(::chown((tree_ + "/d/out").c_str(), 1 << 20, 0), 0);  // a host uid, not a sandbox one
+  ASSERT_EQ(::symlink("in", (tree_ + "/d/link").c_str()), 0);
+  ASSERT_EQ(::lchown((tree_ + "/d/link").c_str(), 0, 70000), 0);
+  ASSERT_TRUE(Export(tree_, "own", "", *store_).ok());
+  std::string dest = RestoreFresh("own");
+  struct stat in, out, link;
+  ASSERT_EQ(::stat((dest + "/d/in").c_str(), &in), 0);
+  ASSERT_EQ(::stat((dest + "/d/out").c_str(), &out), 0);
+  ASSERT_EQ(::lstat((dest + "/d/link").c_str(), &link), 0);
+  EXPECT_EQ(in.st_uid, 65535u);
+  EXPECT_EQ(in.st_gid, 1000u);
+  EXPECT_EQ(out.st_uid, kOverflowOwner);
+  EXPECT_EQ(out.st_gid, 0u);
+  EXPECT_EQ(link.st_uid, 0u);
+  EXPECT_EQ(link.st_gid, kOverflowOwner);
+}
+
 TEST_F(SnapshotStoreTest, RoundTripIsByteForByte) {
   BuildTree();
   auto before = TreePrint();

@@ -87,11 +87,7 @@ Status KeepQuotaConsistent(const std::string& path, std::string* note) {
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_DIRECTORY));
   ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
   const std::string knob = dir + "/drop_subtree_threshold";
-  if (::access(knob.c_str(), F_OK) == 0) {
-    UniqueFd k(::open(knob.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!k) return ErrnoStatus("open", knob, errno);
-    RETURN_IF_ERROR(WriteAll(k.get(), "8"));  // BTRFS_MAX_LEVEL
-  }
+  if (::access(knob.c_str(), F_OK) == 0) RETURN_IF_ERROR(WriteSmallFile(knob, "8"));  // BTRFS_MAX_LEVEL
   auto flag = ReadFileToString(dir + "/inconsistent", 16);
   if (flag.ok() && !flag->empty() && (*flag)[0] == '1') {
     struct btrfs_ioctl_quota_rescan_args args = {};

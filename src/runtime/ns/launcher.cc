@@ -257,21 +257,8 @@ Result<Spawned> CloneChild(const ChildPlan& plan) {
 }
 
 Status SendGo(int sync_fd, int mount_fd) {
-  char byte = 'G';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &mount_fd, sizeof mount_fd);
-  ssize_t n = RetryEintr([&] { return ::sendmsg(sync_fd, &msg, MSG_NOSIGNAL); });
-  if (n != 1) return ErrnoStatus("sendmsg", "go", n < 0 ? errno : EIO);
+  ASSIGN_OR_RETURN(size_t sent, SendWithFd(sync_fd, "G", mount_fd));
+  if (sent != 1) return ErrnoStatus("sendmsg", "go", EIO);
   return Status::Ok();
 }
 

@@ -1,9 +1,6 @@
 #include "runtime/vm/qmp_client.h"
 
 #include <poll.h>
-#include <sys/socket.h>
-
-#include <cstring>
 
 #include "common/clock.h"
 #include "common/syscall.h"
@@ -50,23 +47,8 @@ Status QmpClient::SendLine(const std::string& line, int fd_to_pass) {
   std::string data = line + "\n";
   if (fd_to_pass < 0) return WriteAll(socket_.get(), data);
   // The fd rides with the command's first byte; QEMU attaches it to the monitor.
-  iovec iov{data.data(), data.size()};
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
-  ssize_t n = RetryEintr([&] { return ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL); });
-  if (n < 0) return ErrnoStatus("sendmsg", "qmp", errno);
-  if (static_cast<size_t>(n) < data.size()) {
-    return WriteAll(socket_.get(), std::string_view(data).substr(static_cast<size_t>(n)));
-  }
+  ASSIGN_OR_RETURN(size_t sent, SendWithFd(socket_.get(), data, fd_to_pass));
+  if (sent < data.size()) return WriteAll(socket_.get(), std::string_view(data).substr(sent));
   return Status::Ok();
 }
 
