@@ -29,6 +29,7 @@ constexpr int kMaxBackoffMs = 10000;
 constexpr size_t kRecentUnregistered = 256;
 constexpr int kWorkerFd = 3;
 constexpr int kExecFd = 4;
+constexpr int kAuditPerMin = 60000;
 
 std::string WaitStatusText(int status) {
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
@@ -324,6 +325,14 @@ void GatewayProcess::Handle(const ipc::Message& msg) {
       }
       if (!known) {
         LogWarn("gateway", "dropped an audit record from the worker for an unknown sandbox");
+        return;
+      }
+      int64_t now = MonotonicMs();
+      if (!audit_limiter_.Allow("audit", now, kAuditPerMin)) {
+        if (now - audit_drop_logged_ms_ > 60000) {
+          LogWarn("gateway", "dropping audit records from the worker beyond " + std::to_string(kAuditPerMin) + "/min");
+          audit_drop_logged_ms_ = now;
+        }
         return;
       }
       if (hooks_.audit) {

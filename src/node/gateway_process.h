@@ -32,6 +32,7 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "credentials/credential.h"
 #include "gateway/gateway.h"
 #include "gateway/ipc.h"
 #include "network/firewall.h"
@@ -102,6 +103,10 @@ class GatewayProcess {
   const UniqueFd wake_;  // eventfd: Stop wakes the supervisor
   std::string ca_certificate_pem_;  // set before Start returns, then immutable
   std::thread supervisor_;
+  // Supervisor thread only: a flood of audit records from a compromised worker is cut at
+  // kAuditPerMin, so it cannot fill the node's store.
+  credentials::RateLimiter audit_limiter_;
+  int64_t audit_drop_logged_ms_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable started_cv_;
