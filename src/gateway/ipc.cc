@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <utility>
 #include <vector>
@@ -345,7 +346,24 @@ Result<SandboxEgress> SandboxFromJson(const nlohmann::json& j) {
 Status Channel::Send(Type type, nlohmann::json fields) {
   ASSIGN_OR_RETURN(std::string bytes, Encode(type, std::move(fields)));
   std::lock_guard<std::mutex> lock(send_mu_);
-  ssize_t n = RetryEintr([&] { return ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL); });
+  // Bounded: a peer that stops reading must not wedge the sender (the node would otherwise
+  // hang in Register under its lock). kDeadlineExceeded then; the caller drops the peer.
+  constexpr int kSendTimeoutMs = 5000;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kSendTimeoutMs);
+  ssize_t n;
+  for (;;) {
+    n = RetryEintr([&] { return ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT); });
+    if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) break;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      std::fill(bytes.begin(), bytes.end(), '\0');
+      return DeadlineExceeded("send gateway channel: the peer has not read for " + std::to_string(kSendTimeoutMs) +
+                              " ms");
+    }
+    // POLLOUT may hold while a large datagram still does not fit: poll at most 10 ms at a time.
+    pollfd pfd = {fd_.get(), POLLOUT, 0};
+    (void)RetryEintr([&] { return ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 10))); });
+  }
   std::fill(bytes.begin(), bytes.end(), '\0');  // may have held a secret
   if (n < 0) return ErrnoStatus("send", "gateway channel", errno);
   if (static_cast<size_t>(n) != bytes.size()) return Internal("send gateway channel: short datagram");

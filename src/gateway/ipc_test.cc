@@ -197,5 +197,17 @@ TEST(IpcTest, ChannelCarriesMessagesAndRefusesJunk) {
   EXPECT_EQ(node.Receive(1000).status().code(), StatusCode::kUnavailable);
 }
 
+TEST(IpcTest, SendToAPeerThatStopsReadingTimesOut) {
+  UniqueFd a, b;
+  ASSERT_TRUE(MakeSocketPair(&a, &b).ok());
+  Channel node(std::move(a), Sender::kWorker);
+  Channel worker(std::move(b), Sender::kNode);  // never reads
+  Status st;
+  for (int i = 0; i < 100000 && st.ok(); ++i) {
+    st = node.Send(Type::kUnregister, {{"address", "100.64.0.2"}});
+  }
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+}
+
 }  // namespace
 }  // namespace space::gateway::ipc

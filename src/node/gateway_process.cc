@@ -118,6 +118,7 @@ void GatewayProcess::Register(in_addr address, std::shared_ptr<const gateway::Sa
   if (channel_) {
     if (Status st = channel_->Send(ipc::Type::kRegister, std::move(fields)); !st.ok()) {
       LogWarn("gateway", "register " + ipc::AddressText(address) + ": " + st.ToString());
+      DropWedgedWorkerLocked(st);
     }
   }
 }
@@ -133,8 +134,15 @@ void GatewayProcess::Unregister(in_addr address) {
   if (channel_) {
     if (Status st = channel_->Send(ipc::Type::kUnregister, {{"address", ipc::AddressText(address)}}); !st.ok()) {
       LogWarn("gateway", "unregister " + ipc::AddressText(address) + ": " + st.ToString());
+      DropWedgedWorkerLocked(st);
     }
   }
+}
+
+void GatewayProcess::DropWedgedWorkerLocked(const Status& send_status) {
+  // A worker that stops reading is wedged or hostile: shutting the channel down makes the
+  // supervisor see EOF, kill it and start another (which gets every registration replayed).
+  if (send_status.code() == StatusCode::kDeadlineExceeded && channel_) channel_->Shutdown();
 }
 
 Status GatewayProcess::SpawnWorker() {
@@ -375,6 +383,7 @@ void GatewayProcess::AnswerSecret(const nlohmann::json& body) {
   if (!channel) return;
   if (Status st = channel->Send(ipc::Type::kSecretReply, std::move(reply)); !st.ok()) {
     LogWarn("gateway", "secret reply: " + st.ToString());
+    if (st.code() == StatusCode::kDeadlineExceeded) channel->Shutdown();
   }
 }
 

@@ -92,6 +92,7 @@ class GatewayProcess {
   Status SpawnWorker();
   // Stops the worker (with a stop message first when ask_first) and reaps it: how it ended.
   std::string KillWorker(bool ask_first);
+  void DropWedgedWorkerLocked(const Status& send_status);  // mu_ held
   void Handle(const gateway::ipc::Message& msg);
   void AnswerSecret(const nlohmann::json& body);
   // Sleeps up to ms, or until Stop. False when stopping.
