@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "cli/dev.h"
 #include "cli/fleet_commands.h"
 #include "common/syscall.h"
+#include "gateway/worker.h"
 
 namespace space::cli {
 namespace {
@@ -58,9 +60,34 @@ std::pair<std::string, std::string> SplitRemote(const std::string& s) {
   return {"", s};
 }
 
+// `space gateway-worker --fd N --node-pid P`: hidden; the node starts it (node/gateway_process.h)
+// as its unprivileged egress gateway. Not for people, so parsed by hand and left out of --help.
+int RunGatewayWorkerCommand(int argc, char** argv) {
+  int fd = -1;
+  long node_pid = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    char* end = nullptr;
+    long v = std::strtol(argv[i + 1], &end, 10);
+    if (end == argv[i + 1] || *end != '\0' || v < 0) return 2;
+    if (flag == "--fd") fd = static_cast<int>(v);
+    else if (flag == "--node-pid") node_pid = v;
+    else return 2;
+  }
+  if (fd < 3 || argc % 2 != 0) {
+    std::cerr << "space gateway-worker: started by the node only (--fd N --node-pid P)\n";
+    return 2;
+  }
+  int code = gateway::RunGatewayWorker(fd, static_cast<pid_t>(node_pid));
+  // Connection threads may still be unwinding; skip static destructors under them.
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "gateway-worker") return RunGatewayWorkerCommand(argc, argv);
   CLI::App app{"SPACE: sandboxes for agentic code execution"};
   app.require_subcommand(1);
   bool json = false;

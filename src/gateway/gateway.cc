@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -170,11 +172,38 @@ void Gateway::Impl::AcceptLoop(int listen_fd, void (*handler)(Impl&, Conn, Uniqu
   }
 }
 
+namespace {
+
+// Adds every certificate of `pem` to the context's trust store.
+Status AddTrustedPem(SSL_CTX* ctx, const std::string& pem) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return Internal("upstream CA: " + OpenSslError());
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  int added = 0;
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    if (X509_STORE_add_cert(store, cert) == 1) ++added;
+    X509_free(cert);
+  }
+  ERR_clear_error();  // the loop ends on a "no start line" error
+  BIO_free(bio);
+  if (added == 0) return InvalidArgument("upstream CA: no certificate in the PEM");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayConfig& config, GatewayHooks hooks) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CertAuthority> ca, CertAuthority::LoadOrCreate(config.ca_dir));
+  return Start(config, std::move(hooks), std::move(ca));
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayConfig& config, GatewayHooks hooks,
+                                                std::unique_ptr<CertAuthority> ca) {
+  if (!ca) return InvalidArgument("gateway: no certificate authority");
   auto impl = std::make_shared<Impl>();
   impl->config = config;
   impl->hooks = std::move(hooks);
-  ASSIGN_OR_RETURN(impl->ca, CertAuthority::LoadOrCreate(config.ca_dir));
+  impl->ca = std::move(ca);
   ASSIGN_OR_RETURN(impl->resolver, Resolver::Create(config.upstream_dns));
   impl->upstream_ctx = SSL_CTX_new(TLS_client_method());
   if (!impl->upstream_ctx || SSL_CTX_set_default_verify_paths(impl->upstream_ctx) != 1) {
@@ -185,6 +214,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayConfig& config, Gat
       SSL_CTX_load_verify_locations(impl->upstream_ctx, config.upstream_ca_file.c_str(), nullptr) != 1) {
     return InvalidArgument("upstream CA file " + config.upstream_ca_file + ": " + OpenSslError());
   }
+  if (!config.upstream_ca_pem.empty()) RETURN_IF_ERROR(AddTrustedPem(impl->upstream_ctx, config.upstream_ca_pem));
   auto want = [&](uint16_t k) { return config.base_port ? static_cast<uint16_t>(config.base_port + k) : uint16_t{0}; };
   ASSIGN_OR_RETURN(impl->dns_fd, BindGateway(SOCK_DGRAM, want(0), &impl->ports.dns));
   ASSIGN_OR_RETURN(impl->http_fd, BindGateway(SOCK_STREAM, want(1), &impl->ports.http));

@@ -45,6 +45,7 @@ struct GatewayConfig {
   std::string ca_dir;                 // where the node's CA lives
   std::string upstream_dns;           // "ip:port"; default: the host's first nameserver
   std::string upstream_ca_file;       // extra trust for upstream TLS (tests); system store always
+  std::string upstream_ca_pem;        // the same as PEM text (read before a privilege drop)
   // Listeners take base_port .. base_port+4 when free (ephemeral ports otherwise). Fixed ports
   // matter: conntrack keeps a flow's redirect target, so a restarted node must listen where
   // its predecessor did, or a sandbox flow that outlived it would be redirected into nothing.
@@ -62,11 +63,17 @@ struct GatewayHooks {
       audit;
 };
 
+class CertAuthority;
+
 class Gateway {
  public:
   // Binds the listeners on the gateway address (before any sandbox link carries it: the
   // sockets use IP_FREEBIND) and starts serving.
   static Result<std::unique_ptr<Gateway>> Start(const GatewayConfig& config, GatewayHooks hooks);
+  // The same with a CA loaded beforehand (config.ca_dir unused): the gateway worker loads the
+  // root-owned CA key, then drops privileges, then starts.
+  static Result<std::unique_ptr<Gateway>> Start(const GatewayConfig& config, GatewayHooks hooks,
+                                                std::unique_ptr<CertAuthority> ca);
   ~Gateway();
   void Stop();
 

@@ -28,6 +28,7 @@
 #include "node/warm_pool.h"
 #include "credentials/kek.h"
 #include "gateway/gateway.h"
+#include "node/gateway_process.h"
 #include "network/sandbox_network.h"
 #include "runtime/runtime.h"
 #include "snapshot/local_blob_store.h"
@@ -282,7 +283,7 @@ class Node {
   UidSlots net_slots_;  // host-wide: which node owns firewall table / link prefix N
   int64_t net_slot_ = -1;
   std::unique_ptr<network::SandboxNetwork> net_;
-  std::unique_ptr<gateway::Gateway> gateway_;
+  std::unique_ptr<GatewayProcess> gateway_;  // the unprivileged gateway worker
   // The snapshot store's directory: exports and restores lock it shared, GC exclusive
   // (snapshot/store_lock.h), across every node sharing it.
   std::string blobs_dir_;

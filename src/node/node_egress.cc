@@ -67,14 +67,20 @@ Status Node::StartEgress() {
   gc.base_port = static_cast<uint16_t>(20000 + net_slot_ * 8);
   gc.upstream_dns = config_.egress_upstream_dns;
   gc.upstream_ca_file = config_.egress_upstream_ca;
-  gateway::GatewayHooks hooks;
+  // The gateway runs in an unprivileged worker process (gateway_process.h); it asks for a
+  // secret only to inject it, and is answered only for credentials of registered sandboxes.
+  GatewayProcessHooks hooks;
   hooks.secret = [this](const std::string& team, const std::string& name) -> Result<std::string> {
     ASSIGN_OR_RETURN(store::CredentialRecord rec, store_->GetCredential(team, name));
     return credentials::Open(*kek_, rec.sealed_secret, credentials::CredentialAad(team, name));
   };
-  hooks.audit = [this](const gateway::SandboxEgress& s, const std::string& kind, const std::string& action,
-                       nlohmann::json detail) { Audit(s.team, s.sandbox_id, kind, action, std::move(detail)); };
-  ASSIGN_OR_RETURN(gateway_, gateway::Gateway::Start(gc, std::move(hooks)));
+  hooks.audit = [this](const std::string& team, const std::string& sandbox_id, const std::string& kind,
+                       const std::string& action,
+                       nlohmann::json detail) { Audit(team, sandbox_id, kind, action, std::move(detail)); };
+  hooks.ports_changed = [slot = static_cast<int>(net_slot_)](const network::GatewayPorts& ports) {
+    if (Status st = network::InstallFirewall(slot, ports); !st.ok()) LogError("egress", st.ToString());
+  };
+  ASSIGN_OR_RETURN(gateway_, GatewayProcess::Start(gc, std::move(hooks)));
   RETURN_IF_ERROR(network::InstallFirewall(static_cast<int>(net_slot_), gateway_->ports()));
   return net_->Reconcile({});  // links of this prefix belong to no live sandbox yet
 }

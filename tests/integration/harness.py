@@ -201,3 +201,31 @@ def processes_with_uid_at_least(uid):
         except OSError:
             pass
     return out
+
+
+def gateway_workers(server_pid):
+    """Pids of the `space gateway-worker` children of the server process (its egress gateway)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == server_pid and b"gateway-worker" in argv:
+            found.append(int(entry))
+    return found
+
+
+def proc_status(pid):
+    """/proc/<pid>/status as a dict of its fields (values as text)."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    return out

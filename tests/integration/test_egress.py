@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "egress"))
-from harness import SPACE_BIN, Server, is_root, sandbox_pids  # noqa: E402
+from harness import SPACE_BIN, Server, gateway_workers, is_root, proc_status, sandbox_pids  # noqa: E402
 from testnet import HOST_IP, UPSTREAM_IP, TestNet  # noqa: E402
 
 SECRET = "s3cr3t-EGRESS-test-7f1c9a"
@@ -98,6 +98,52 @@ class EgressTest(unittest.TestCase):
         st, d = self.s.json("GET", "/v1/audit?kind=%s&sandbox=%s&limit=1000" % (kind, sid or self.a))
         self.assertEqual(st, 200, d)
         return d["events"]
+
+    # --- the gateway process ----------------------------------------------------------------
+
+    def worker(self):
+        workers = []
+        for _ in range(100):
+            workers = gateway_workers(self.s.proc.pid)
+            if workers:
+                break
+            time.sleep(0.1)
+        self.assertEqual(len(workers), 1, workers)
+        return workers[0]
+
+    def test_gateway_runs_unprivileged(self):
+        status = proc_status(self.worker())
+        uids = [int(u) for u in status["Uid"].split()]
+        gids = [int(g) for g in status["Gid"].split()]
+        self.assertTrue(all(u != 0 for u in uids), status["Uid"])
+        self.assertTrue(all(g != 0 for g in gids), status["Gid"])
+        self.assertEqual(status["Groups"], "")
+        for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+            self.assertEqual(int(status[field], 16), 0, (field, status[field]))
+        self.assertEqual(status["NoNewPrivs"], "1")
+
+    def test_gateway_restarted_with_sandboxes_after_it_dies(self):
+        old = self.worker()
+        os.kill(old, 9)
+        new = None
+        for _ in range(200):
+            workers = [p for p in gateway_workers(self.s.proc.pid) if p != old]
+            if workers:
+                new = workers[0]
+                break
+            time.sleep(0.05)
+        self.assertIsNotNone(new, "no gateway worker after the first was killed")
+        # The restarted worker knows the sandbox again: DNS, and its credential is injected.
+        for _ in range(50):
+            d = self.sh("getent hosts api.test.example; echo rc=$?")
+            if UPSTREAM_IP in d["stdout"]:
+                break
+            time.sleep(0.1)
+        self.assertIn(UPSTREAM_IP, d["stdout"])
+        d = self.sh("curl -sS -m 10 https://cred.test.example/after-restart -H \"Authorization: Bearer $TOKEN\"")
+        self.assertEqual(json.loads(d["stdout"])["path"], "/after-restart", d)
+        got = [r for r in self.net.requests() if r.get("path") == "/after-restart"]
+        self.assertEqual(got[-1]["headers"].get("Authorization"), "Bearer " + SECRET)
 
     # --- allowed traffic -------------------------------------------------------------------
 
