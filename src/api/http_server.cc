@@ -4,6 +4,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -21,6 +22,9 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
+
+// How long Start keeps trying a fixed port that is still in use.
+constexpr int kBindRetrySeconds = 10;
 
 // A synchronous stream over the connection's socket whose reads fail with timed_out after a
 // deadline and whose writes fail after a stall (no progress) timeout. Asio's own blocking
@@ -166,12 +170,25 @@ Result<uint16_t> HttpServer::Start() {
   beast::error_code ec;
   auto addr = asio::ip::make_address(config_.address, ec);
   if (ec) return InvalidArgument("listen address " + config_.address + ": " + ec.message());
-  acceptor_ = std::make_unique<tcp::acceptor>(io_);
   tcp::endpoint ep(addr, config_.port);
-  acceptor_->open(ep.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(ep, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  // A restarted node may briefly find its port held: by children of its predecessor that
+  // reconcile has just killed, which the kernel has not finished tearing down. Bounded retry.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kBindRetrySeconds);
+  for (;;) {
+    ec = {};
+    acceptor_ = std::make_unique<tcp::acceptor>(io_);
+    acceptor_->open(ep.protocol(), ec);
+    // Asio opens sockets without SOCK_CLOEXEC; no program the node runs may inherit the API.
+    if (!ec && ::fcntl(acceptor_->native_handle(), F_SETFD, FD_CLOEXEC) != 0) {
+      ec = beast::error_code(errno, boost::system::system_category());
+    }
+    if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_->bind(ep, ec);
+    if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec != asio::error::address_in_use || config_.port == 0 || std::chrono::steady_clock::now() > give_up) break;
+    LogWarn("http", "listen on " + config_.address + ":" + std::to_string(config_.port) + ": in use; retrying");
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
   if (ec) {
     return Unavailable("listen on " + config_.address + ":" + std::to_string(config_.port) + ": " + ec.message());
   }
@@ -198,6 +215,7 @@ void HttpServer::AcceptLoop() {
     beast::error_code ec;
     tcp::socket socket(io_);
     acceptor_->accept(socket, ec);
+    if (!ec) (void)::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
     if (ec) {
       if (stopping_) return;
       LogWarn("http", "accept: " + ec.message());

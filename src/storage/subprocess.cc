@@ -1,7 +1,9 @@
 #include "storage/subprocess.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +54,9 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Nothing else the node holds (sockets opened without CLOEXEC included) reaches the tool;
+  // the error report pipe stays usable until execve succeeds.
+  (void)::syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
   sigaction(SIGPIPE, &dfl, nullptr);

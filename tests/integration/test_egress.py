@@ -338,6 +338,10 @@ class EgressTest(unittest.TestCase):
         srv.close()
         # Sandbox b serves on 8000; a must not reach it.
         self.sh("nohup python3 -m http.server 8000 >/dev/null 2>&1 &", sid=self.b)
+        # Wait until b serves, so "a is refused" below means isolation, not a slow start.
+        d = self.py("import socket, time\nfor _ in range(100):\n try:\n  socket.create_connection((\"127.0.0.1\", 8000), 1)"
+                    ".close(); print(\"up\"); break\n except OSError: time.sleep(0.1)", sid=self.b)
+        self.assertEqual(d["stdout"].strip(), "up", d)
         d = self.py("import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
                     "s.connect((\"100.64.0.1\",9)); print(s.getsockname()[0])", sid=self.b)
         b_ip = d["stdout"].strip()
