@@ -188,7 +188,6 @@ int RunGatewayWorker(int fd, pid_t node_pid) {
                                                   {"ca_certificate_pem", (*gateway)->ca_certificate_pem()}});
   if (!ready.ok()) return fail(ready);
 
-  int code = 0;
   for (;;) {
     auto msg = channel.Receive(-1);
     if (!msg.ok()) {
@@ -225,7 +224,7 @@ int RunGatewayWorker(int fd, pid_t node_pid) {
   secrets.Close();
   (*gateway)->Stop();
   channel.Shutdown();
-  return code;
+  return 0;
 }
 
 }  // namespace space::gateway

@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <chrono>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/syscall.h"
 
@@ -37,10 +37,7 @@ std::string WaitStatusText(int status) {
   return "status " + std::to_string(status);
 }
 
-int64_t MonotonicMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t MonotonicMs() { return MonoNowNs() / 1000000; }
 
 }  // namespace
 
