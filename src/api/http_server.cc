@@ -171,9 +171,12 @@ Result<uint16_t> HttpServer::Start() {
   auto addr = asio::ip::make_address(config_.address, ec);
   if (ec) return InvalidArgument("listen address " + config_.address + ": " + ec.message());
   tcp::endpoint ep(addr, config_.port);
-  // A restarted node may briefly find its port held: by children of its predecessor that
-  // reconcile has just killed, which the kernel has not finished tearing down. Bounded retry.
+  // A restarted service may briefly find its port held by a predecessor still exiting. (The
+  // fleet test's node once found it held for good: sandbox launch children, cloned with a copy
+  // of the node's fds, waited on each other for ever after the node died. They now close that
+  // copy first, runtime/ns/launcher.cc.) Bounded retry, logged once.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kBindRetrySeconds);
+  bool warned = false;
   for (;;) {
     ec = {};
     acceptor_ = std::make_unique<tcp::acceptor>(io_);
@@ -186,7 +189,11 @@ Result<uint16_t> HttpServer::Start() {
     if (!ec) acceptor_->bind(ep, ec);
     if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
     if (ec != asio::error::address_in_use || config_.port == 0 || std::chrono::steady_clock::now() > give_up) break;
-    LogWarn("http", "listen on " + config_.address + ":" + std::to_string(config_.port) + ": in use; retrying");
+    if (!warned) {
+      LogWarn("http", "listen on " + config_.address + ":" + std::to_string(config_.port) +
+                          ": in use; retrying for " + std::to_string(kBindRetrySeconds) + " s");
+      warned = true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   if (ec) {

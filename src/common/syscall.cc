@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <utility>
 
 namespace space {
 
@@ -111,6 +113,22 @@ Result<size_t> SendWithFd(int socket, std::string_view data, int fd_to_pass) {
   ssize_t n = RetryEintr([&] { return ::sendmsg(socket, &msg, MSG_NOSIGNAL); });
   if (n < 0) return ErrnoStatus("sendmsg", "fd " + std::to_string(socket), errno);
   return static_cast<size_t>(n);
+}
+
+int CloseFdsExcept(int* keep, size_t n) {
+  // Insertion sort: no allocation, and n is a handful.
+  for (size_t i = 1; i < n; ++i) {
+    for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; --j) std::swap(keep[j - 1], keep[j]);
+  }
+  unsigned int next = 0;  // lowest fd not yet decided
+  for (size_t i = 0; i < n; ++i) {
+    if (keep[i] < 0 || static_cast<unsigned int>(keep[i]) < next) continue;
+    const unsigned int k = static_cast<unsigned int>(keep[i]);
+    if (k > next && ::syscall(SYS_close_range, next, k - 1, 0) != 0) return errno;
+    next = k + 1;
+  }
+  if (::syscall(SYS_close_range, next, ~0U, 0) != 0) return errno;
+  return 0;
 }
 
 }  // namespace space

@@ -46,4 +46,10 @@ Result<UniqueFd> OpenFd(const std::string& path, int flags, mode_t mode = 0);
 // fewer than all, and the caller writes the rest without the fd.
 Result<size_t> SendWithFd(int socket, std::string_view data, int fd_to_pass);
 
+// Closes every fd except those in keep[0..n) (negative entries are ignored; the array is
+// sorted in place). Returns 0 or an errno. Async-signal-safe: for a child between clone or
+// fork and exec, which otherwise holds copies of every fd the parent's other threads had
+// open at that instant, among them other children's sync sockets and the API listener.
+int CloseFdsExcept(int* keep, size_t n);
+
 }  // namespace space

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -53,6 +54,32 @@ TEST(SyscallTest, SendWithFdPassesTheFdWithTheData) {
   EXPECT_EQ(SendWithFd(a.get(), "", passed.get()).status().code(), StatusCode::kInvalidArgument);
   b.reset();  // a closed peer is an error, not SIGPIPE
   EXPECT_FALSE(SendWithFd(a.get(), "x", passed.get()).ok());
+}
+
+// In a forked child (the fd table is the test process's own otherwise): opens fds, keeps a
+// scattered, unsorted, duplicated set and reports through the exit code which fds survived.
+TEST(SyscallTest, CloseFdsExceptKeepsExactlyTheListedFds) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int fds[8];
+    for (int& fd : fds) fd = ::open("/dev/null", O_RDONLY);  // not CLOEXEC: must be closed anyway
+    for (int fd : fds) {
+      if (fd < 0) ::_exit(100);
+    }
+    int keep[] = {fds[5], -1, 2, fds[1], fds[5], 0, fds[7]};
+    if (CloseFdsExcept(keep, sizeof keep / sizeof keep[0]) != 0) ::_exit(101);
+    int code = 0;
+    auto open_fd = [](int fd) { return ::fcntl(fd, F_GETFD) >= 0; };
+    if (!open_fd(0) || !open_fd(2) || !open_fd(fds[1]) || !open_fd(fds[5]) || !open_fd(fds[7])) code |= 1;
+    if (open_fd(1) || open_fd(fds[0]) || open_fd(fds[2]) || open_fd(fds[6])) code |= 2;
+    if (open_fd(fds[7] + 1) || open_fd(1000)) code |= 4;
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: a kept fd was closed, 2: a dropped fd survived, 4: above";
 }
 
 }  // namespace

@@ -170,6 +170,12 @@ int ChildMain(void* arg) {
 
   r.Begin(Step::kWaitGo);
   ResetSignals();
+  // First of all, drop our copy of the node's fd table. It holds the API listener and the
+  // node's ends of the sync sockets of children cloned at the same time; kept while we wait
+  // for "go", a node killed now would leave those children and us waiting on each other for
+  // ever (each holds the other's parent end, so no EOF comes), with the listener's port held.
+  int keep[] = {0, 1, 2, p.sync_fd, p.channel_fd, p.guest_fd};
+  if ((err = CloseFdsExcept(keep, sizeof keep / sizeof keep[0])) != 0) r.Fail(Call::kCloseRange, err);
   int mount_fd = ReceiveGo(p.sync_fd);
   if (mount_fd < 0) r.Fail(Call::kRecvmsg, errno);
 

@@ -183,7 +183,6 @@ struct ChildPlan {
   bool kvm_group = false;
   gid_t kvm_gid = 0;
   int go_fd = -1;      // read end: the parent has put us in our cgroup
-  int go_write_fd = -1;  // the parent's write end: closed first, so a dead parent reads as EOF
   int null_fd = -1;      // /dev/null, the VMM's stdin
   // Host directories (existing, not symlinks) hidden under an empty tmpfs in the VMM's mount
   // namespace: other sandboxes' and users' scratch files and sockets.
@@ -199,7 +198,12 @@ struct ChildPlan {
 }
 
 [[noreturn]] void RunChild(const ChildPlan& p) {
-  ::close(p.go_write_fd);
+  // Our copy of the node's fd table holds the API listener and the parent ends of other
+  // children's go pipes (and they ours): kept while waiting, a node killed now would leave
+  // them and us waiting on each other for ever. The parent's write end goes with the rest.
+  int keep[3 + vm::kInheritedFds] = {p.go_fd, p.report_fd, p.null_fd};
+  for (int i = 0; i < vm::kInheritedFds; ++i) keep[3 + i] = p.fds[i];
+  if (CloseFdsExcept(keep, sizeof keep / sizeof keep[0]) != 0) ChildFail(p, 12);
   char go = 0;
   if (::read(p.go_fd, &go, 1) != 1) ::_exit(126);
   if (::unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS) != 0) ChildFail(p, 1);
@@ -592,7 +596,6 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   p.kvm_group = plan.kvm;
   p.kvm_gid = kvm_gid_;
   p.go_fd = go_r.get();
-  p.go_write_fd = go_w.get();
   p.report_fd = report_w.get();
   ASSIGN_OR_RETURN(UniqueFd null_fd, OpenFd("/dev/null", O_RDONLY | O_CLOEXEC));
   p.null_fd = null_fd.get();
