@@ -60,11 +60,12 @@ std::pair<std::string, std::string> SplitRemote(const std::string& s) {
   return {"", s};
 }
 
-// `space gateway-worker --fd N --node-pid P`: hidden; the node starts it (node/gateway_process.h)
+// `space gateway-worker --fd N --node-pid P --uid U`: hidden; the node starts it (node/gateway_process.h)
 // as its unprivileged egress gateway. Not for people, so parsed by hand and left out of --help.
 int RunGatewayWorkerCommand(int argc, char** argv) {
   int fd = -1;
   long node_pid = 0;
+  long uid = -1;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     char* end = nullptr;
@@ -72,13 +73,14 @@ int RunGatewayWorkerCommand(int argc, char** argv) {
     if (end == argv[i + 1] || *end != '\0' || v < 0) return 2;
     if (flag == "--fd") fd = static_cast<int>(v);
     else if (flag == "--node-pid") node_pid = v;
+    else if (flag == "--uid") uid = v;
     else return 2;
   }
-  if (fd < 3 || argc % 2 != 0) {
-    std::cerr << "space gateway-worker: started by the node only (--fd N --node-pid P)\n";
+  if (fd < 3 || argc % 2 != 0 || uid < static_cast<long>(gateway::kMinWorkerUid) || uid > 0x7fffffffL) {
+    std::cerr << "space gateway-worker: started by the node only (--fd N --node-pid P --uid U)\n";
     return 2;
   }
-  int code = gateway::RunGatewayWorker(fd, static_cast<pid_t>(node_pid));
+  int code = gateway::RunGatewayWorker(fd, static_cast<pid_t>(node_pid), static_cast<uid_t>(uid));
   // Connection threads may still be unwinding; skip static destructors under them.
   std::fflush(nullptr);
   ::_exit(code);

@@ -2,7 +2,6 @@
 
 #include <grp.h>
 #include <linux/capability.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -10,25 +9,25 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "common/capabilities.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "gateway/ca.h"
 #include "gateway/gateway.h"
 #include "gateway/ipc.h"
+#include "gateway/worker_seccomp.h"
 
 namespace space::gateway {
 namespace {
 
 constexpr int kConfigTimeoutMs = 30000;
 constexpr int kSecretTimeoutMs = 10000;
-constexpr uid_t kNobody = 65534;
 
 // Secret requests in flight: a connection thread waits on its id until the node answers, the
 // channel dies, or kSecretTimeoutMs passes. Thread-safe.
@@ -94,27 +93,16 @@ Status DieWithNode(pid_t node_pid) {
   return Status::Ok();
 }
 
-int LastCap() {
-  auto text = ReadFileToString("/proc/sys/kernel/cap_last_cap", 64);
-  if (text.ok()) {
-    int v = std::atoi(text->c_str());
-    if (v > 0 && v < 64) return v;
-  }
-  return CAP_LAST_CAP;
-}
-
 }  // namespace
 
-Status DropGatewayPrivileges() {
+Status DropGatewayPrivileges(uid_t uid) {
   if (::geteuid() != 0) return Status::Ok();
-  uid_t uid = kNobody;
-  gid_t gid = kNobody;
-  if (passwd* pw = ::getpwnam("nobody"); pw != nullptr && pw->pw_uid != 0) {
-    uid = pw->pw_uid;
-    gid = pw->pw_gid;
+  if (uid < kMinWorkerUid || uid == static_cast<uid_t>(-1)) {
+    return InvalidArgument("gateway worker uid " + std::to_string(uid) + " is a system id");
   }
+  const gid_t gid = uid;
   // The bounding set needs CAP_SETPCAP to shrink, so before the uid change.
-  for (int cap = 0; cap <= LastCap(); ++cap) {
+  for (int cap = 0; cap <= LastCapability(); ++cap) {
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
       return ErrnoStatus("prctl", "PR_CAPBSET_DROP " + std::to_string(cap), errno);
     }
@@ -134,12 +122,13 @@ Status DropGatewayPrivileges() {
     if (d.effective || d.permitted || d.inheritable) return Internal("capabilities left after dropping root");
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_NO_NEW_PRIVS", errno);
-  // Other processes of `nobody` must not ptrace it or read its memory (secrets pass through).
+  // Nothing else of its uid may ptrace it or read its memory (secrets pass through): no
+  // process should share the uid, but a host account might overlap the slot range.
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_DUMPABLE", errno);
   return Status::Ok();
 }
 
-int RunGatewayWorker(int fd, pid_t node_pid) {
+int RunGatewayWorker(int fd, pid_t node_pid, uid_t uid) {
   if (Status st = DieWithNode(node_pid); !st.ok()) {
     LogError("gateway", st.ToString());
     return 1;
@@ -166,9 +155,11 @@ int RunGatewayWorker(int fd, pid_t node_pid) {
     config.upstream_ca_pem = std::move(*pem);
     config.upstream_ca_file.clear();
   }
-  if (Status st = DropGatewayPrivileges(); !st.ok()) return fail(st);
+  if (Status st = DropGatewayPrivileges(uid); !st.ok()) return fail(st);
   // The uid change cleared the parent-death signal.
   if (Status st = DieWithNode(node_pid); !st.ok()) return fail(st);
+  // Before any thread and before the first byte of sandbox traffic.
+  if (Status st = LoadWorkerSeccomp(); !st.ok()) return fail(st);
 
   SecretRequests secrets(&channel);
   GatewayHooks hooks;

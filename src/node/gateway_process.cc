@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/syscall.h"
+#include "gateway/worker.h"
 
 namespace space::node {
 namespace {
@@ -61,7 +62,10 @@ bool AuditOwnerKnown(const RegisteredSandboxes& registered,
 }
 
 Result<std::unique_ptr<GatewayProcess>> GatewayProcess::Start(const gateway::GatewayConfig& config,
-                                                              GatewayProcessHooks hooks) {
+                                                              GatewayProcessHooks hooks, uid_t worker_uid) {
+  if (worker_uid < gateway::kMinWorkerUid) {
+    return InvalidArgument("gateway worker uid " + std::to_string(worker_uid) + " is a system id");
+  }
   // Opened once: a restart execs this binary even if the file was replaced since.
   int exe = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   if (exe < 0) return ErrnoStatus("open", "/proc/self/exe", errno);
@@ -69,7 +73,7 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::Start(const gateway::Gat
   int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) return ErrnoStatus("eventfd", "gateway supervisor", errno);
   std::unique_ptr<GatewayProcess> p(
-      new GatewayProcess(config, std::move(hooks), std::move(exe_fd), UniqueFd(wake)));
+      new GatewayProcess(config, std::move(hooks), worker_uid, std::move(exe_fd), UniqueFd(wake)));
   p->supervisor_ = std::thread([g = p.get()] { g->Supervise(); });
   Status st;
   {
@@ -148,7 +152,7 @@ Status GatewayProcess::SpawnWorker() {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   const pid_t node_pid = ::getpid();
   std::vector<std::string> args = {"space", "gateway-worker", "--fd", std::to_string(kWorkerFd), "--node-pid",
-                                   std::to_string(node_pid)};
+                                   std::to_string(node_pid), "--uid", std::to_string(worker_uid_)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

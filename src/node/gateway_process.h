@@ -65,9 +65,10 @@ struct GatewayProcessHooks {
 
 class GatewayProcess {
  public:
-  // Starts the worker and waits until it listens (or failed to start).
+  // Starts the worker and waits until it listens (or failed to start). It runs as
+  // `worker_uid` (>= gateway::kMinWorkerUid), which the caller keeps for it alone.
   static Result<std::unique_ptr<GatewayProcess>> Start(const gateway::GatewayConfig& config,
-                                                       GatewayProcessHooks hooks);
+                                                       GatewayProcessHooks hooks, uid_t worker_uid);
   ~GatewayProcess();
   // Stops the worker (asks, then kills) and the supervisor. Idempotent.
   void Stop();
@@ -84,8 +85,10 @@ class GatewayProcess {
   pid_t worker_pid() const;
 
  private:
-  GatewayProcess(const gateway::GatewayConfig& config, GatewayProcessHooks hooks, UniqueFd exe, UniqueFd wake)
-      : config_(config), hooks_(std::move(hooks)), exe_(std::move(exe)), wake_(std::move(wake)) {}
+  GatewayProcess(const gateway::GatewayConfig& config, GatewayProcessHooks hooks, uid_t worker_uid, UniqueFd exe,
+                 UniqueFd wake)
+      : config_(config), hooks_(std::move(hooks)), worker_uid_(worker_uid), exe_(std::move(exe)),
+        wake_(std::move(wake)) {}
 
   void Supervise();
   // Forks and execs a worker, hands it the config, waits for ready and replays registrations.
@@ -100,6 +103,7 @@ class GatewayProcess {
 
   const gateway::GatewayConfig config_;
   const GatewayProcessHooks hooks_;
+  const uid_t worker_uid_;
   const UniqueFd exe_;   // /proc/self/exe, for fexecve
   const UniqueFd wake_;  // eventfd: Stop wakes the supervisor
   std::string ca_certificate_pem_;  // set before Start returns, then immutable

@@ -282,6 +282,7 @@ class Node {
   std::unique_ptr<credentials::Kek> kek_;
   UidSlots net_slots_;  // host-wide: which node owns firewall table / link prefix N
   int64_t net_slot_ = -1;
+  int64_t gateway_uid_slot_ = -1;  // a uid slot held for the gateway worker's uid
   std::unique_ptr<network::SandboxNetwork> net_;
   std::unique_ptr<GatewayProcess> gateway_;  // the unprivileged gateway worker
   // The snapshot store's directory: exports and restores lock it shared, GC exclusive

@@ -80,7 +80,10 @@ Status Node::StartEgress() {
   hooks.ports_changed = [slot = static_cast<int>(net_slot_)](const network::GatewayPorts& ports) {
     if (Status st = network::InstallFirewall(slot, ports); !st.ok()) LogError("egress", st.ToString());
   };
-  ASSIGN_OR_RETURN(gateway_, GatewayProcess::Start(gc, std::move(hooks)));
+  // The worker's uid is the base of a uid slot of its own, taken from the top of the range
+  // (sandboxes take the lowest free): no sandbox, other node's worker or host account has it.
+  ASSIGN_OR_RETURN(gateway_uid_slot_, uid_slots_.Acquire(UidSlots::kMaxSlots - 1 - net_slot_));
+  ASSIGN_OR_RETURN(gateway_, GatewayProcess::Start(gc, std::move(hooks), UidSlots::UidBase(gateway_uid_slot_)));
   RETURN_IF_ERROR(network::InstallFirewall(static_cast<int>(net_slot_), gateway_->ports()));
   return net_->Reconcile({});  // links of this prefix belong to no live sandbox yet
 }
@@ -93,6 +96,8 @@ void Node::StopEgress() {
   }
   if (net_slot_ >= 0) net_slots_.Release(net_slot_);
   net_slot_ = -1;
+  if (gateway_uid_slot_ >= 0) uid_slots_.Release(gateway_uid_slot_);
+  gateway_uid_slot_ = -1;
 }
 
 void Node::ReconcileEgress() {

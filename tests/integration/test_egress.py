@@ -115,12 +115,28 @@ class EgressTest(unittest.TestCase):
         status = proc_status(self.worker())
         uids = [int(u) for u in status["Uid"].split()]
         gids = [int(g) for g in status["Gid"].split()]
-        self.assertTrue(all(u != 0 for u in uids), status["Uid"])
-        self.assertTrue(all(g != 0 for g in gids), status["Gid"])
+        # Its own uid: the base of a uid slot held for it (16 * 65536 and up), not root, not
+        # `nobody`, and the same for every id.
+        self.assertEqual(len(set(uids)), 1, status["Uid"])
+        self.assertEqual(len(set(gids)), 1, status["Gid"])
+        self.assertGreaterEqual(uids[0], 16 * 65536, status["Uid"])
+        self.assertEqual(uids[0] % 65536, 0, status["Uid"])
+        self.assertEqual(gids[0], uids[0], status["Gid"])
         self.assertEqual(status["Groups"], "")
         for field in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
             self.assertEqual(int(status[field], 16), 0, (field, status[field]))
         self.assertEqual(status["NoNewPrivs"], "1")
+        self.assertEqual(status["Seccomp"], "2")  # its own filter (gateway/worker_seccomp.h)
+        # No sandbox of this node runs under the worker's uid.
+        for sid in (self.a, self.b):
+            pids = sandbox_pids(sid, self.s.data_dir)
+            self.assertTrue(pids, sid)
+            for pid in pids:
+                try:
+                    uid = int(proc_status(pid)["Uid"].split()[0])
+                except FileNotFoundError:
+                    continue  # exited meanwhile
+                self.assertNotEqual(uid // 65536, uids[0] // 65536, (sid, pid))
 
     def test_gateway_restarted_with_sandboxes_after_it_dies(self):
         old = self.worker()

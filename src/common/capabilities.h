@@ -1,0 +1,23 @@
+// Capability sets of the calling process: what the kernel knows of, and dropping some or all.
+// Raw capget/capset and prctl; no libcap.
+#pragma once
+
+#include <vector>
+
+#include "common/result.h"
+
+namespace space {
+
+// The highest capability number the running kernel knows (/proc/sys/kernel/cap_last_cap).
+int LastCapability();
+
+// Removes `caps` from the bounding set (needs CAP_SETPCAP; numbers the kernel does not know
+// are skipped) and from the permitted, effective, inheritable and ambient sets of the calling
+// thread. Call before other threads start: capability sets are per thread.
+Status DropCapabilities(const std::vector<int>& caps);
+
+// Whether `cap` is in this thread's effective set, and in the bounding set.
+bool HasEffectiveCapability(int cap);
+bool InBoundingSet(int cap);
+
+}  // namespace space
