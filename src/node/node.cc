@@ -203,7 +203,7 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
     DestroyWarm(warm);
     warm.reset();
   }
-  // Refused before it was queued: the pooled sandbox goes (never back to the pool, since
+  // Refused before it was handed out: the pooled sandbox goes (never back to the pool, since
   // rows may already name its id).
   struct DiscardUnlessSubmitted {
     Node* node;
@@ -233,6 +233,10 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
   rec.resources_json =
       nlohmann::json{{"cpus", req.cpus}, {"memory_mb", req.memory_mb}, {"disk_mb", req.disk_mb}}.dump();
   rec.policy_json = req.snapshot_policy.dump();
+  if (warm) {
+    ASSIGN_OR_RETURN(auto served, CreateFromWarm(&rec, req, &warm));
+    if (served) return std::move(*served);
+  }
   RETURN_IF_ERROR(store_->PutSandbox(rec));
   Audit(req.team, rec.id, "lifecycle", "create", {{"template", req.template_name}});
   {
@@ -240,18 +244,16 @@ Result<std::pair<store::SandboxRecord, store::OperationRecord>> Node::Create(con
     ++creates_in_flight_;  // the refill thread yields to it
   }
   last_activity_mono_ns_ = MonoNowNs();
-  auto op = ops_->Submit(req.team, "create", rec.id,
-                         [this, rec, req, warm] { return RunCreate(rec, req, warm); });
+  auto op = ops_->Submit(req.team, "create", rec.id, [this, rec, req] { return RunCreate(rec, req); });
   if (!op.ok()) {
     std::lock_guard<std::mutex> lock(warm_mu_);
     --creates_in_flight_;
     return op.status();
   }
-  warm.reset();  // RunCreate owns it now
   return std::make_pair(rec, *op);
 }
 
-Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req, std::shared_ptr<WarmSandbox> warm) {
+Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req) {
   struct CreateDone {
     Node* node;
     ~CreateDone() {
@@ -271,14 +273,6 @@ Status Node::RunCreate(store::SandboxRecord rec, CreateRequest req, std::shared_
     step_start = now;
   };
   Status st = [&]() -> Status {
-    if (warm) {
-      Status w = HandOutWarm(&rec, req, warm, &steps);
-      if (w.ok()) return w;
-      // The pooled sandbox is gone; the same id is created cold instead.
-      LogWarn("warm", "hand-out of " + rec.id + " failed, creating it cold: " + w.ToString());
-      steps = nlohmann::json::object();
-      step_start = MonoNowNs();
-    }
     uint64_t disk_limit = static_cast<uint64_t>(req.disk_mb) << 20;
     if (!req.from_snapshot.empty()) {
       RETURN_IF_ERROR(EnsureLocalSnapshot(req.from_snapshot));

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -203,7 +204,7 @@ class Node {
 
   Node(const NodeConfig& config, store::Store* store);
   Status Reconcile();
-  Status RunCreate(store::SandboxRecord rec, CreateRequest req, std::shared_ptr<WarmSandbox> warm);
+  Status RunCreate(store::SandboxRecord rec, CreateRequest req);  // cold: clone a root, boot
   // Starts the runtime over an existing root; fills `timings` with steps. With `pooled`, the
   // booted sandbox goes there instead of into live_ (a warm-pool sandbox), and a failure
   // leaves nothing running.
@@ -219,6 +220,14 @@ class Node {
   // Gives a pooled sandbox to `rec`: limits, disk, environment, timeouts, egress.
   Status HandOutWarm(store::SandboxRecord* rec, const CreateRequest& req, const std::shared_ptr<WarmSandbox>& warm,
                      nlohmann::json* steps);
+  // A create served from the pool, done in the request thread (the hand-out is a few cgroup
+  // and table writes: the operation queue's thread hop and store writes would cost more):
+  // the sandbox recorded running, its audit event and an operation already succeeded.
+  // nullopt when the hand-out failed: the pooled sandbox is gone (*warm is reset) and the
+  // caller creates the same id cold. An error is a store failure after the hand-out; the
+  // sandbox is torn down.
+  Result<std::optional<std::pair<store::SandboxRecord, store::OperationRecord>>> CreateFromWarm(
+      store::SandboxRecord* rec, const CreateRequest& req, std::shared_ptr<WarmSandbox>* warm);
   // Ends a pooled sandbox entirely: runtime, root, uid slot.
   void DestroyWarm(const std::shared_ptr<WarmSandbox>& warm);
   Status RunDestroy(const std::string& id, const std::string& reason);

@@ -271,6 +271,47 @@ Status Node::HandOutWarm(store::SandboxRecord* rec, const CreateRequest& req, co
   return Status::Ok();
 }
 
+Result<std::optional<std::pair<store::SandboxRecord, store::OperationRecord>>> Node::CreateFromWarm(
+    store::SandboxRecord* rec, const CreateRequest& req, std::shared_ptr<WarmSandbox>* warm) {
+  {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    ++creates_in_flight_;  // the refill thread yields to it
+  }
+  nlohmann::json steps = nlohmann::json::object();
+  Status handed = HandOutWarm(rec, req, *warm, &steps);
+  warm->reset();  // live now, or cleaned up by HandOutWarm
+  {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    --creates_in_flight_;
+  }
+  last_activity_mono_ns_ = MonoNowNs();
+  warm_cv_.notify_all();
+  if (!handed.ok()) {
+    LogWarn("warm", "hand-out of " + rec->id + " failed, creating it cold: " + handed.ToString());
+    return std::optional<std::pair<store::SandboxRecord, store::OperationRecord>>();
+  }
+  const int64_t start = req.received_mono_ns ? req.received_mono_ns : MonoNowNs();
+  rec->timings_json =
+      nlohmann::json{{"create_ms", static_cast<double>(MonoNowNs() - start) / 1e6}, {"steps", steps}}.dump();
+  rec->state = "running";
+  Status recorded = store_->PutSandbox(*rec);
+  Result<store::OperationRecord> op = recorded.ok() ? ops_->RecordDone(rec->team, "create", rec->id, Status::Ok())
+                                                    : Result<store::OperationRecord>(recorded);
+  if (!op.ok()) {
+    // Nobody has seen the id: end the sandbox rather than leave one the store may not know.
+    TeardownLive(rec->id);
+    if (Status d = pool_->DestroyRoot(rec->id); !d.ok()) LogWarn("warm", d.ToString());
+    if (recorded.ok()) {
+      rec->state = "failed";
+      rec->error = op.status().message();
+      if (Status p = store_->PutSandbox(*rec); !p.ok()) LogError("warm", p.ToString());
+    }
+    return op.status();
+  }
+  Audit(rec->team, rec->id, "lifecycle", "create", {{"template", req.template_name}});
+  return std::make_optional(std::make_pair(*rec, *op));
+}
+
 void Node::DestroyWarm(const std::shared_ptr<WarmSandbox>& warm) {
   const std::shared_ptr<Live>& live = warm->live;
   live->guest->Shutdown();

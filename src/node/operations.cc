@@ -42,6 +42,22 @@ Result<store::OperationRecord> Operations::Submit(const std::string& team, const
   return op;
 }
 
+Result<store::OperationRecord> Operations::RecordDone(const std::string& team, const std::string& kind,
+                                                      const std::string& target, const Status& result) {
+  store::OperationRecord op;
+  op.id = NewId("op");
+  op.team = team;
+  op.kind = kind;
+  op.target = target;
+  op.state = result.ok() ? "succeeded" : "failed";
+  op.error = result.ok() ? "" : result.message();
+  op.created_at_ms = WallNowMs();
+  op.finished_at_ms = op.created_at_ms;
+  RETURN_IF_ERROR(store_->PutOperation(op));
+  done_cv_.notify_all();
+  return op;
+}
+
 Result<store::OperationRecord> Operations::Wait(const std::string& id, int64_t timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(mu_);

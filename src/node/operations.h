@@ -25,6 +25,10 @@ class Operations {
   // Records a pending operation and queues `work` to run it.
   Result<store::OperationRecord> Submit(const std::string& team, const std::string& kind, const std::string& target,
                                         std::function<Status()> work);
+  // Records an operation that already ran to completion in the caller's thread (`result` is
+  // how it ended), for work too short to be worth a queue hop.
+  Result<store::OperationRecord> RecordDone(const std::string& team, const std::string& kind,
+                                            const std::string& target, const Status& result);
   // The operation's record once finished, or its current record after `timeout_ms`.
   Result<store::OperationRecord> Wait(const std::string& id, int64_t timeout_ms);
   void Stop();
