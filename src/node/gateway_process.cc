@@ -52,6 +52,18 @@ bool SecretRequestAllowed(const RegisteredSandboxes& registered, const std::stri
   return false;
 }
 
+int SecretRateLimitPerMin(const RegisteredSandboxes& registered, const std::string& team, const std::string& name) {
+  int strictest = 0;
+  for (const auto& [address, sandbox] : registered) {
+    if (!sandbox || sandbox->team != team) continue;
+    for (const auto& c : sandbox->credentials) {
+      const int rate = c.spec.rate_limit_per_min;
+      if (c.spec.name == name && rate > 0 && (strictest == 0 || rate < strictest)) strictest = rate;
+    }
+  }
+  return strictest;
+}
+
 bool AuditOwnerKnown(const RegisteredSandboxes& registered,
                      const std::deque<std::pair<std::string, std::string>>& recent, const std::string& sandbox_id,
                      const std::string& team) {
@@ -359,10 +371,12 @@ void GatewayProcess::AnswerSecret(const nlohmann::json& body) {
   const std::string& team = body["team"].get_ref<const std::string&>();
   const std::string& name = body["name"].get_ref<const std::string&>();
   bool allowed;
+  int rate_per_min;
   std::shared_ptr<ipc::Channel> channel;
   {
     std::lock_guard<std::mutex> lock(mu_);
     allowed = SecretRequestAllowed(registered_, team, name);
+    rate_per_min = SecretRateLimitPerMin(registered_, team, name);
     channel = channel_;
   }
   nlohmann::json reply = {{"id", body["id"]}};
@@ -370,6 +384,11 @@ void GatewayProcess::AnswerSecret(const nlohmann::json& body) {
     LogWarn("gateway", "refused the worker the secret of credential " + name +
                            ": no registered sandbox of its team has it bound");
     reply["error"] = "credential " + name + " is not bound to a registered sandbox of the team";
+  } else if (!secret_limiter_.Allow(team + "/" + name, MonotonicMs(), rate_per_min)) {
+    // The worker checks the same limit first, so only a worker that lost its count (restarted)
+    // or ignores it gets here.
+    LogWarn("gateway", "refused the worker the secret of credential " + name + ": over its rate limit");
+    reply["error"] = "credential " + name + " is over its rate limit";
   } else if (!hooks_.secret) {
     reply["error"] = "no secrets on this node";
   } else {

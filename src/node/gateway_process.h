@@ -45,6 +45,12 @@ using RegisteredSandboxes = std::map<in_addr_t, std::shared_ptr<const gateway::S
 // some sandbox registered now belongs to `team` and has `name` bound.
 bool SecretRequestAllowed(const RegisteredSandboxes& registered, const std::string& team, const std::string& name);
 
+// The rate limit (per minute, 0 = none) the node holds the worker's secret requests for
+// credential `name` of `team` to: the strictest among the registered sandboxes that bind it.
+// The worker enforces the same limit before asking; the node's count survives a worker
+// restart, which starts the worker's own from zero.
+int SecretRateLimitPerMin(const RegisteredSandboxes& registered, const std::string& team, const std::string& name);
+
 // Whether an audit record naming (sandbox_id, team) comes from a sandbox registered now or
 // among `recent` (unregistered lately; a connection may outlive its sandbox's registration).
 bool AuditOwnerKnown(const RegisteredSandboxes& registered,
@@ -111,6 +117,8 @@ class GatewayProcess {
   // Supervisor thread only: a flood of audit records from a compromised worker is cut at
   // kAuditPerMin, so it cannot fill the node's store.
   credentials::RateLimiter audit_limiter_;
+  // Supervisor thread only: secret requests per team/credential (SecretRateLimitPerMin).
+  credentials::RateLimiter secret_limiter_;
   int64_t audit_drop_logged_ms_ = 0;
 
   mutable std::mutex mu_;

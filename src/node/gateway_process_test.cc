@@ -57,6 +57,26 @@ TEST(GatewayProcessTest, SecretRequestsOnlyForCredentialsOfRegisteredSandboxesOf
   EXPECT_FALSE(SecretRequestAllowed({}, "team_a", "tok"));
 }
 
+TEST(GatewayProcessTest, SecretRateIsTheStrictestAmongSandboxesBindingTheCredential) {
+  auto limited = [](const std::string& id, const std::string& team, int rate) {
+    auto s = std::const_pointer_cast<gateway::SandboxEgress>(Sandbox(id, team, {"tok"}));
+    s->credentials[0].spec.rate_limit_per_min = rate;
+    return std::shared_ptr<const gateway::SandboxEgress>(s);
+  };
+  RegisteredSandboxes registered = {
+      {Addr("100.64.0.2"), limited("sbx_a", "team_a", 0)},
+      {Addr("100.64.0.6"), limited("sbx_b", "team_a", 30)},
+      {Addr("100.64.0.10"), limited("sbx_c", "team_a", 5)},
+      {Addr("100.64.0.14"), limited("sbx_d", "team_b", 1)},
+  };
+  EXPECT_EQ(SecretRateLimitPerMin(registered, "team_a", "tok"), 5);
+  EXPECT_EQ(SecretRateLimitPerMin(registered, "team_b", "tok"), 1);
+  EXPECT_EQ(SecretRateLimitPerMin(registered, "team_a", "other"), 0);
+  EXPECT_EQ(SecretRateLimitPerMin(registered, "team_c", "tok"), 0);
+  registered.erase(Addr("100.64.0.10"));
+  EXPECT_EQ(SecretRateLimitPerMin(registered, "team_a", "tok"), 30);
+}
+
 TEST(GatewayProcessTest, AuditRecordsOnlyForSandboxesTheNodeRegistered) {
   RegisteredSandboxes registered = {{Addr("100.64.0.2"), Sandbox("sbx_a", "team_a", {})}};
   std::deque<std::pair<std::string, std::string>> recent = {{"sbx_old", "team_b"}};

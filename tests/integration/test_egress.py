@@ -244,6 +244,25 @@ class EgressTest(unittest.TestCase):
         self.assertTrue(all(r["headers"].get("X-Api-Key") == LIMITED_SECRET for r in injected))
         limited = [e for e in self.audit("credential") if e["action"] == "rate_limited"]
         self.assertEqual(len(limited), 3, limited)
+        # A restarted worker counts from zero, but the node holds the secret to the same limit:
+        # the sandbox cannot reset it by crashing the worker.
+        old = self.worker()
+        os.kill(old, 9)
+        for _ in range(200):
+            if [p for p in gateway_workers(self.s.proc.pid) if p != old]:
+                break
+            time.sleep(0.05)
+        for _ in range(50):
+            d = self.sh("getent hosts cred.test.example; true")
+            if UPSTREAM_IP in d["stdout"]:
+                break
+            time.sleep(0.1)
+        self.assertIn(UPSTREAM_IP, d["stdout"], "the restarted worker does not answer DNS")
+        d = self.sh("curl -s -o /dev/null -w '%{http_code}' -m 10 https://cred.test.example/limited-after-restart "
+                    "-H \"X-Api-Key: $LIMITED\"")
+        # 502: the new worker's own count allowed it, and the node refused it the secret.
+        self.assertEqual(d["stdout"], "502", d)
+        self.assertNotIn("/limited-after-restart", self.upstream_paths())
 
     def test_secret_never_inside_the_sandbox(self):
         # A process that used the credential stays alive, so its memory can be searched.
