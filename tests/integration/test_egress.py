@@ -8,6 +8,7 @@ and gateway; what reached the upstream is read from the upstream's own log."""
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -137,6 +138,66 @@ class EgressTest(unittest.TestCase):
                 except FileNotFoundError:
                     continue  # exited meanwhile
                 self.assertNotEqual(uid // 65536, uids[0] // 65536, (sid, pid))
+
+    def worker_tcp_ports(self, pid):
+        out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+        ports = set()
+        for line in out.splitlines():
+            if "pid=%d," % pid in line:
+                ports.add(int(line.split()[3].rsplit(":", 1)[1]))
+        return ports
+
+    def test_gateway_moves_to_other_ports_when_its_own_are_taken(self):
+        # A worker restarted while something else holds its fixed ports listens elsewhere, and
+        # the node moves the firewall's redirects after it (GatewayProcessHooks.ports_changed).
+        old = self.worker()
+        taken = self.worker_tcp_ports(old)
+        self.assertGreaterEqual(len(taken), 3, taken)  # http, tls, proxy, tcp
+        holders = []
+        os.kill(self.s.proc.pid, signal.SIGSTOP)  # no restart until the ports are ours
+        try:
+            os.kill(old, 9)
+            deadline = time.time() + 10
+            for port in sorted(taken):
+                while True:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND and SO_REUSEADDR, as the gateway binds
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        s.bind(("100.64.0.1", port))
+                        s.listen()
+                        holders.append(s)
+                        break
+                    except OSError:
+                        s.close()
+                        self.assertLess(time.time(), deadline, "port %d never freed" % port)
+                        time.sleep(0.02)
+        finally:
+            os.kill(self.s.proc.pid, signal.SIGCONT)
+        try:
+            new = None
+            for _ in range(200):
+                workers = [p for p in gateway_workers(self.s.proc.pid) if p != old]
+                if workers and len(self.worker_tcp_ports(workers[0])) >= len(taken):
+                    new = workers[0]
+                    break
+                time.sleep(0.05)
+            self.assertIsNotNone(new, "no gateway worker listening after the first was killed")
+            moved = self.worker_tcp_ports(new)
+            self.assertFalse(moved & taken, (moved, taken))
+            for _ in range(50):
+                d = self.sh("curl -sS -m 5 http://api.test.example/moved-http; true")
+                if "/moved-http" in d["stdout"]:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(json.loads(d["stdout"])["path"], "/moved-http", d)
+            d = self.sh("curl -sS -m 10 https://cred.test.example/moved-tls -H \"Authorization: Bearer $TOKEN\"")
+            self.assertEqual(json.loads(d["stdout"])["path"], "/moved-tls", d)
+            got = [r for r in self.net.requests() if r.get("path") == "/moved-tls"]
+            self.assertEqual(got[-1]["headers"].get("Authorization"), "Bearer " + SECRET)
+        finally:
+            for s in holders:
+                s.close()
 
     def test_gateway_restarted_with_sandboxes_after_it_dies(self):
         old = self.worker()
