@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -19,7 +20,7 @@ namespace {
 
 // Runs `body` in a forked child that loaded the filter; returns the child's exit code (0 when
 // every check held). The test runs as root, so each refused call would succeed unfiltered.
-int InFilteredChild(int (*body)()) {
+int InFilteredChild(const std::function<int()>& body) {
   pid_t pid = ::fork();
   if (pid == 0) {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
@@ -32,19 +33,20 @@ int InFilteredChild(int (*body)()) {
 }
 
 TEST(WorkerSeccompTest, RefusesWaysOutOfTheWorker) {
-  int code = InFilteredChild([]() -> int {
+  // A process the filtered child could trace and signal unfiltered. Made and ended here, by
+  // the unfiltered test: left to the child, it could outlive the test and hold ctest's pipe.
+  pid_t sibling = ::fork();
+  ASSERT_GE(sibling, 0);
+  if (sibling == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  int code = InFilteredChild([sibling]() -> int {
     char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
     if (::execve("/bin/true", argv, nullptr) == 0 || errno != EPERM) return 1;
     if (::unshare(CLONE_NEWNET) == 0 || errno != EPERM) return 2;
     if (::unshare(CLONE_NEWUSER) == 0 || errno != EPERM) return 3;
     if (::mount("none", "/mnt", "tmpfs", 0, nullptr) == 0 || errno != EPERM) return 4;
-    pid_t sibling = ::fork();  // a process this one could trace and signal unfiltered
-    if (sibling == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::pause();
-      ::_exit(0);
-    }
-    if (sibling < 0) return 10;
     if (::ptrace(PTRACE_ATTACH, sibling, nullptr, nullptr) == 0 || errno != EPERM) return 5;
     if (::kill(sibling, SIGKILL) == 0 || errno != EPERM) return 11;
     if (::kill(::getppid(), 0) == 0 || errno != EPERM) return 6;
@@ -53,6 +55,8 @@ TEST(WorkerSeccompTest, RefusesWaysOutOfTheWorker) {
     if (::chroot("/") == 0 || errno != EPERM) return 9;
     return 0;
   });
+  ::kill(sibling, SIGKILL);
+  ::waitpid(sibling, nullptr, 0);
   EXPECT_EQ(code, 0) << "the numbered check in the child failed";
 }
 
