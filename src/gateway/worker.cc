@@ -102,7 +102,8 @@ Status DropGatewayPrivileges(uid_t uid) {
   }
   const gid_t gid = uid;
   // The bounding set needs CAP_SETPCAP to shrink, so before the uid change.
-  for (int cap = 0; cap <= LastCapability(); ++cap) {
+  const int last_cap = LastCapability();
+  for (int cap = 0; cap <= last_cap; ++cap) {
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
       return ErrnoStatus("prctl", "PR_CAPBSET_DROP " + std::to_string(cap), errno);
     }
