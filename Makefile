@@ -83,7 +83,7 @@ asan: deps
 # tests/fuzz/corpus/<target> exists). `make fuzz FUZZ_SECONDS=3600` is the long run.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = frame_parser_fuzz json_parsers_fuzz http_request_fuzz gateway_parsers_fuzz \
-  connect_envelope_fuzz path_resolution_fuzz gateway_ipc_fuzz
+  connect_envelope_fuzz path_resolution_fuzz gateway_ipc_fuzz broker_request_fuzz
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_DIR)-fuzz -DSPACE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -DSPACE_COMPONENTS="common;guest;snapshot" >/dev/null

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "broker/broker.h"
 #include "common/base64.h"
 #include "cli/client.h"
 #include "cli/egress_commands.h"
@@ -86,10 +87,31 @@ int RunGatewayWorkerCommand(int argc, char** argv) {
   ::_exit(code);
 }
 
+// `space broker --fd N --node-pid P`: hidden; `space dev` and `space node` start it as their
+// root broker (broker/broker.h).
+int RunBrokerCommand(int argc, char** argv) {
+  long fd = -1, node_pid = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    char* end = nullptr;
+    long v = std::strtol(argv[i + 1], &end, 10);
+    if (end == argv[i + 1] || *end != '\0' || v <= 0 || v > 0x7fffffffL) return 2;
+    if (flag == "--fd") fd = v;
+    else if (flag == "--node-pid") node_pid = v;
+    else return 2;
+  }
+  if (fd < 3 || node_pid <= 0 || argc != 6) {
+    std::cerr << "space broker: started by the node only (--fd N --node-pid P)\n";
+    return 2;
+  }
+  return broker::RunBroker(static_cast<int>(fd), static_cast<pid_t>(node_pid));
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "gateway-worker") return RunGatewayWorkerCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "broker") return RunBrokerCommand(argc, argv);
   CLI::App app{"SPACE: sandboxes for agentic code execution"};
   app.require_subcommand(1);
   bool json = false;

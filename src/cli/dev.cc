@@ -5,13 +5,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <thread>
 
 #include "api/api.h"
 #include "api/http_server.h"
+#include "broker/broker.h"
+#include "broker/broker_client.h"
 #include "common/capabilities.h"
 #include "common/log.h"
 #include "common/syscall.h"
@@ -79,8 +83,22 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: must run as root (it creates namespaces, cgroups and the storage pool)\n";
     return 1;
   }
-  // First, while this is the only thread: capability sets are per thread.
+  // First, while this is the only thread: capability sets are per thread, and the broker is
+  // forked from this one.
   if (Status st = DropCapabilities({std::begin(kHostOnlyCapabilities), std::end(kHostOnlyCapabilities)});
+      !st.ok()) {
+    std::cerr << "space dev: " << st.ToString() << "\n";
+    return 1;
+  }
+  // The root broker keeps what the node now gives up, bounding set included: the node can
+  // neither use those capabilities nor regain them by exec, nor restart a broker that dies.
+  auto broker = broker::BrokerClient::Spawn();
+  if (!broker.ok()) {
+    std::cerr << "space dev: " << broker.status().ToString() << "\n";
+    return 1;
+  }
+  if (Status st = DropCapabilities({std::begin(broker::kNodeDroppedCapabilities),
+                                    std::end(broker::kNodeDroppedCapabilities)});
       !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
@@ -143,6 +161,7 @@ int RunDev(const DevOptions& options) {
   nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
   nc.force_overlay = options.force_overlay;
   nc.warm_pool = std::move(*warm);
+  nc.broker = broker->get();
   if (fleet) {
     nc.node_name = options.node_name;
     nc.store_dir = options.snapshot_store;
@@ -187,6 +206,16 @@ int RunDev(const DevOptions& options) {
       return 1;
     }
   }
+  // A broker that dies cannot be replaced (its capabilities are gone from this process): stop,
+  // and let whatever restarts the node reconcile.
+  std::atomic<bool> broker_died{false};
+  std::thread([b = broker->get(), &broker_died] {
+    while (!b->WaitExited(-1)) {
+    }
+    LogError("dev", "the root broker exited; stopping the node");
+    broker_died = true;
+    ::kill(::getpid(), SIGTERM);
+  }).detach();
   std::printf("SPACE listening on http://%s:%u\nAPI key in %s\n", hc.address.c_str(), *bound, key_path.c_str());
   std::fflush(stdout);
   int sig = 0;
@@ -201,7 +230,7 @@ int RunDev(const DevOptions& options) {
   // durable is already in the store.
   std::fflush(stdout);
   std::fflush(stderr);
-  ::_exit(0);
+  ::_exit(broker_died ? 1 : 0);
 }
 
 }  // namespace space::cli

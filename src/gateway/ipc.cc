@@ -395,9 +395,9 @@ Status MakeSocketPair(UniqueFd* a, UniqueFd* b) {
   }
   *a = UniqueFd(fds[0]);
   *b = UniqueFd(fds[1]);
-  // A datagram larger than the send buffer fails with EMSGSIZE; the default (wmem_default,
-  // ~208 KiB) is below kMaxMessageBytes. SO_SNDBUFFORCE passes wmem_max when privileged.
-  int size = static_cast<int>(2 * kMaxMessageBytes + 65536);
+  // A datagram larger than the send buffer fails with EMSGSIZE. SO_SNDBUFFORCE passes
+  // wmem_max when privileged; otherwise SO_SNDBUF gets what wmem_max allows.
+  int size = static_cast<int>(kSocketBufferBytes);
   for (int fd : {fds[0], fds[1]}) {
     if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0) {
       (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);

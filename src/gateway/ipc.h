@@ -32,6 +32,9 @@
 namespace space::gateway::ipc {
 
 inline constexpr size_t kMaxMessageBytes = 1 << 20;
+// The send buffer a channel's sockets need to take a kMaxMessageBytes datagram. The default
+// (wmem_default, ~208 KiB) is below it; raising it past wmem_max takes SO_SNDBUFFORCE.
+inline constexpr int64_t kSocketBufferBytes = 2 * kMaxMessageBytes + 65536;
 // Bounds on an audit record from the worker (it is untrusted): its strings and its detail.
 inline constexpr size_t kMaxAuditDetailBytes = 16 << 10;
 inline constexpr size_t kMaxAuditFieldBytes = 128;

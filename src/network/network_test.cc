@@ -69,7 +69,9 @@ TEST_F(RootTest, AttachConfiguresBothEndsAndDetachRemoves) {
   char c;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   SandboxNetwork net(kTestSlot);
-  auto sa = net.Attach(4242, child);
+  int netns = ::open(("/proc/" + std::to_string(child) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(netns, 0);
+  auto sa = net.Attach(4242, netns);
   ASSERT_TRUE(sa.ok()) << sa.status().ToString();
   EXPECT_EQ(sa->host_link, "sp99-4242");
   std::string pid = std::to_string(child);
@@ -77,12 +79,13 @@ TEST_F(RootTest, AttachConfiguresBothEndsAndDetachRemoves) {
   EXPECT_EQ(std::system(("nsenter -t " + pid + " -n ip route | grep -q 'default via 100.64.0.1 dev eth0'").c_str()), 0);
   EXPECT_EQ(std::system("ip -4 addr show sp99-4242 | grep -q 'inet 100.64.0.1 peer 100.96.16.148/32'"), 0);
   // Attaching again replaces the link rather than failing.
-  ASSERT_TRUE(net.Attach(4242, child).ok());
+  ASSERT_TRUE(net.Attach(4242, netns).ok());
   ASSERT_TRUE(net.Reconcile({"sp99-4242"}).ok());
   EXPECT_EQ(std::system("ip link show sp99-4242 >/dev/null 2>&1"), 0);
   ASSERT_TRUE(net.Reconcile({}).ok());
   EXPECT_NE(std::system("ip link show sp99-4242 >/dev/null 2>&1"), 0);
   EXPECT_TRUE(net.Detach(4242).ok());  // already gone
+  ::close(netns);
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   ::close(ready[0]);

@@ -28,13 +28,12 @@ SandboxAddress SandboxNetwork::AddressFor(int64_t uid_slot) const {
   return {LinkPrefix() + std::to_string(uid_slot), SandboxAddressForSlot(uid_slot)};
 }
 
-Result<SandboxAddress> SandboxNetwork::Attach(int64_t uid_slot, pid_t init_pid) {
+Result<SandboxAddress> SandboxNetwork::Attach(int64_t uid_slot, int netns_fd) {
   SandboxAddress sa = AddressFor(uid_slot);
   ASSIGN_OR_RETURN(in_addr gw, ParseIpv4(kGatewayAddress));
-  ASSIGN_OR_RETURN(UniqueFd netns, OpenFd("/proc/" + std::to_string(init_pid) + "/ns/net", O_RDONLY | O_CLOEXEC));
   ASSIGN_OR_RETURN(Netlink host, Netlink::Open());
   if (Status st = host.DeleteLink(sa.host_link); !st.ok() && st.code() != StatusCode::kNotFound) return st;
-  RETURN_IF_ERROR(host.CreateVeth(sa.host_link, "eth0", netns.get()));
+  RETURN_IF_ERROR(host.CreateVeth(sa.host_link, "eth0", netns_fd));
   auto configure = [&]() -> Status {
     ASSIGN_OR_RETURN(int hidx, host.LinkIndex(sa.host_link));
     // No IPv6 on the host end at all (no link-local address to talk to); the firewall drops
@@ -42,7 +41,7 @@ Result<SandboxAddress> SandboxNetwork::Attach(int64_t uid_slot, pid_t init_pid) 
     RETURN_IF_ERROR(WriteSmallFile("/proc/sys/net/ipv6/conf/" + sa.host_link + "/disable_ipv6", "1"));
     RETURN_IF_ERROR(host.AddPeerAddress(hidx, gw, sa.address));
     RETURN_IF_ERROR(host.SetLinkUp(hidx));
-    ASSIGN_OR_RETURN(Netlink inside, Netlink::OpenInNetns(netns.get()));
+    ASSIGN_OR_RETURN(Netlink inside, Netlink::OpenInNetns(netns_fd));
     ASSIGN_OR_RETURN(int sidx, inside.LinkIndex("eth0"));
     RETURN_IF_ERROR(inside.AddPeerAddress(sidx, sa.address, gw));
     RETURN_IF_ERROR(inside.SetLinkUp(sidx));

@@ -33,10 +33,11 @@ class SandboxNetwork {
   std::string LinkPrefix() const;
   SandboxAddress AddressFor(int64_t uid_slot) const;
 
-  // Creates the veth pair into the namespace of `init_pid` and configures both ends: eth0
-  // inside with the sandbox's address, a route to the gateway and the default route through
-  // it. A link left over under the same name is replaced.
-  Result<SandboxAddress> Attach(int64_t uid_slot, pid_t init_pid);
+  // Creates the veth pair into the network namespace `netns_fd` (the caller has checked that
+  // it is the sandbox's) and configures both ends: eth0 inside with the sandbox's address, a
+  // route to the gateway and the default route through it. A link left over under the same
+  // name is replaced.
+  Result<SandboxAddress> Attach(int64_t uid_slot, int netns_fd);
   // Removes the host end (the kernel removes the peer). Succeeds when already gone.
   Status Detach(int64_t uid_slot);
   // Removes every link of this node whose name is not in `keep`.

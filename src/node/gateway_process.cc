@@ -160,7 +160,7 @@ void GatewayProcess::DropWedgedWorkerLocked(const Status& send_status) {
 
 Status GatewayProcess::SpawnWorker() {
   UniqueFd mine, theirs;
-  RETURN_IF_ERROR(ipc::MakeSocketPair(&mine, &theirs));
+  RETURN_IF_ERROR(hooks_.socket_pair ? hooks_.socket_pair(&mine, &theirs) : ipc::MakeSocketPair(&mine, &theirs));
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   const pid_t node_pid = ::getpid();
   std::vector<std::string> args = {"space", "gateway-worker", "--fd", std::to_string(kWorkerFd), "--node-pid",

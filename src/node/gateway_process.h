@@ -67,6 +67,10 @@ struct GatewayProcessHooks {
   // A restarted worker listens on other ports than its predecessor (its fixed ports were
   // taken meanwhile); the firewall must follow. Optional.
   std::function<void(const network::GatewayPorts& ports)> ports_changed;
+  // Makes the node-worker socketpair (node end, worker end) with send buffers of
+  // ipc::kSocketBufferBytes. Optional: ipc::MakeSocketPair, whose buffers wmem_max caps
+  // unless the node has CAP_NET_ADMIN.
+  std::function<Status(UniqueFd* node_end, UniqueFd* worker_end)> socket_pair;
 };
 
 class GatewayProcess {

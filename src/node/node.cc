@@ -2,12 +2,10 @@
 #include "node/node.h"
 
 #include <sys/resource.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <linux/magic.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -44,17 +42,10 @@ bool IsBuiltinTemplate(const std::string& name) { return name == "base" || name 
 
 }  // namespace
 
-std::string HostRunDir() {
-  struct statfs st;
-  if (::statfs("/run", &st) == 0 && st.f_type == TMPFS_MAGIC) return "/run/space";
-  return "/dev/shm/space";  // some hosts keep /run on disk; /dev/shm is always tmpfs
-}
-
 Node::Node(const NodeConfig& config, store::Store* store)
     : config_(config),
       store_(store),
-      uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir),
-      net_slots_(HostRunDir() + "/net-slots") {}
+      uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir) {}
 
 Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store* store) {
   std::unique_ptr<Node> node(new Node(config, store));
@@ -320,7 +311,7 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
   spec.id = rec->id;
   spec.rootfs = pool_->RootPath(rec->id);
   spec.hostname = Hostname(rec->id);
-  spec.uid_base = UidSlots::UidBase(slot);
+  spec.uid_base = HostSlots::UidBase(slot);
   spec.guest_binary = config_.guest_binary;
   if (resources.is_object()) {
     spec.limits.cpus = resources.value("cpus", 1.0);

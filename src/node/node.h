@@ -21,16 +21,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broker/broker_client.h"
+#include "common/host_slots.h"
 #include "node/dir_watch_stream.h"
 #include "node/guest_client.h"
 #include "node/operations.h"
 #include "node/process.h"
-#include "node/uid_slots.h"
 #include "node/warm_pool.h"
 #include "credentials/kek.h"
 #include "gateway/gateway.h"
 #include "node/gateway_process.h"
-#include "network/sandbox_network.h"
 #include "runtime/runtime.h"
 #include "snapshot/local_blob_store.h"
 #include "storage/pool.h"
@@ -54,6 +54,9 @@ struct NodeConfig {
   bool egress = true;
   std::string egress_upstream_dns;  // "ip[:port]" the gateway resolves with; default resolv.conf
   std::string egress_upstream_ca;   // extra CA file trusted for upstream TLS (tests)
+  // The root broker (broker/broker.h), which does the network's privileged acts; needed for
+  // egress. Not owned.
+  broker::BrokerClient* broker = nullptr;
   // Warm pools (node_warm.cc): template -> sandboxes kept pre-created (root cloned, runtime
   // and spaced up, owned by nobody) to hand out on create. Empty: every create is cold.
   std::map<std::string, int> warm_pool;
@@ -80,10 +83,6 @@ struct CreateRequest {
   std::string inherited_egress_json;
   int64_t received_mono_ns = 0;  // when the API got the request, for timings.create_ms
 };
-
-// The host-wide tmpfs directory for SPACE's runtime state: /run/space, or /dev/shm/space
-// where /run is not a tmpfs.
-std::string HostRunDir();
 
 // Bounds on what one request may move, applied by the API before reaching the node.
 inline constexpr size_t kMaxFileBytes = 100u << 20;
@@ -285,14 +284,12 @@ class Node {
   std::unique_ptr<storage::Pool> pool_;
   std::unique_ptr<runtime::NsRuntime> runtime_;
   std::unique_ptr<runtime::Runtime> vm_runtime_;  // null when QEMU is missing
-  UidSlots uid_slots_;
+  HostSlots uid_slots_;
   std::unique_ptr<Operations> ops_;
   std::unique_ptr<snapshot::LocalBlobStore> blobs_;
   std::unique_ptr<credentials::Kek> kek_;
-  UidSlots net_slots_;  // host-wide: which node owns firewall table / link prefix N
-  int64_t net_slot_ = -1;
+  int64_t net_slot_ = -1;  // the broker's network slot: firewall table and link prefix
   int64_t gateway_uid_slot_ = -1;  // a uid slot held for the gateway worker's uid
-  std::unique_ptr<network::SandboxNetwork> net_;
   std::unique_ptr<GatewayProcess> gateway_;  // the unprivileged gateway worker
   // The snapshot store's directory: exports and restores lock it shared, GC exclusive
   // (snapshot/store_lock.h), across every node sharing it.

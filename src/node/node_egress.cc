@@ -5,6 +5,8 @@
 #include "common/log.h"
 #include "credentials/egress_profile.h"
 #include "credentials/secret_box.h"
+#include "broker/broker_client.h"
+#include "gateway/ipc.h"
 #include "network/firewall.h"
 #include "node/live.h"
 #include "node/node.h"
@@ -13,7 +15,6 @@
 namespace space::node {
 namespace {
 
-constexpr int64_t kMaxNetSlots = 100;  // link prefixes sp00- .. sp99-
 constexpr char kCaPath[] = "/etc/ssl/certs/space-gateway-ca.pem";
 constexpr char kBundlePath[] = "/etc/ssl/certs/ca-certificates.crt";
 
@@ -51,15 +52,12 @@ Result<std::string> Node::SnapshotEgressProfiles(const std::string& team, const 
 }
 
 Status Node::StartEgress() {
-  // The slot names this node's firewall table and link prefix; a restarted node usually
-  // gets its old one back (the lowest free), and takes over whatever that prefix left.
-  ASSIGN_OR_RETURN(net_slot_, net_slots_.Acquire(-1));
-  if (net_slot_ >= kMaxNetSlots) {
-    net_slots_.Release(net_slot_);
-    net_slot_ = -1;
-    return ResourceExhausted("more than 100 SPACE nodes with egress on this host");
-  }
-  net_ = std::make_unique<network::SandboxNetwork>(static_cast<int>(net_slot_));
+  broker::BrokerClient* broker = config_.broker;
+  if (!broker) return Unavailable("egress needs the root broker, which `space dev` and `space node` start");
+  // The broker takes the network slot (host-wide lock): it names this node's firewall table
+  // and link prefix. A restarted node usually gets its old one back (the lowest free), and
+  // takes over whatever that prefix left.
+  ASSIGN_OR_RETURN(net_slot_, broker->NetAcquire());
   gateway::GatewayConfig gc;
   gc.ca_dir = config_.data_dir + "/gateway";
   // Ports fixed per net slot (below the ephemeral range), so the node that holds slot N
@@ -77,38 +75,41 @@ Status Node::StartEgress() {
   hooks.audit = [this](const std::string& team, const std::string& sandbox_id, const std::string& kind,
                        const std::string& action,
                        nlohmann::json detail) { Audit(team, sandbox_id, kind, action, std::move(detail)); };
-  hooks.ports_changed = [slot = static_cast<int>(net_slot_)](const network::GatewayPorts& ports) {
-    if (Status st = network::InstallFirewall(slot, ports); !st.ok()) LogError("egress", st.ToString());
+  hooks.ports_changed = [broker](const network::GatewayPorts& ports) {
+    if (Status st = broker->InstallFirewall(ports); !st.ok()) LogError("egress", st.ToString());
+  };
+  // Send buffers above wmem_max take CAP_NET_ADMIN, which only the broker has.
+  hooks.socket_pair = [broker](UniqueFd* node_end, UniqueFd* worker_end) {
+    return broker->SeqpacketPair(gateway::ipc::kSocketBufferBytes, node_end, worker_end);
   };
   // The worker's uid is the base of a uid slot of its own, taken from the top of the range
   // (sandboxes take the lowest free): no sandbox, other node's worker or host account has it.
-  ASSIGN_OR_RETURN(gateway_uid_slot_, uid_slots_.Acquire(UidSlots::kMaxSlots - 1 - net_slot_));
-  ASSIGN_OR_RETURN(gateway_, GatewayProcess::Start(gc, std::move(hooks), UidSlots::UidBase(gateway_uid_slot_)));
-  RETURN_IF_ERROR(network::InstallFirewall(static_cast<int>(net_slot_), gateway_->ports()));
-  return net_->Reconcile({});  // links of this prefix belong to no live sandbox yet
+  ASSIGN_OR_RETURN(gateway_uid_slot_, uid_slots_.Acquire(HostSlots::kMaxSlots - 1 - net_slot_));
+  ASSIGN_OR_RETURN(gateway_, GatewayProcess::Start(gc, std::move(hooks), HostSlots::UidBase(gateway_uid_slot_)));
+  RETURN_IF_ERROR(broker->InstallFirewall(gateway_->ports()));
+  return broker->NetReconcile({});  // links of this prefix belong to no live sandbox yet
 }
 
 void Node::StopEgress() {
   if (gateway_) gateway_->Stop();
-  if (net_) {
-    if (Status st = net_->Reconcile({}); !st.ok()) LogWarn("egress", st.ToString());
-    if (Status st = network::RemoveFirewall(static_cast<int>(net_slot_)); !st.ok()) LogWarn("egress", st.ToString());
+  if (net_slot_ >= 0) {
+    // The broker removes this slot's links and table, and gives the slot up.
+    if (Status st = config_.broker->NetRelease(); !st.ok()) LogWarn("egress", st.ToString());
   }
-  if (net_slot_ >= 0) net_slots_.Release(net_slot_);
   net_slot_ = -1;
   if (gateway_uid_slot_ >= 0) uid_slots_.Release(gateway_uid_slot_);
   gateway_uid_slot_ = -1;
 }
 
 void Node::ReconcileEgress() {
-  std::set<std::string> keep;
+  std::vector<int64_t> keep;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, l] : live_) {
-      if (l->egress) keep.insert(net_->AddressFor(l->uid_slot).host_link);
+      if (l->egress) keep.push_back(l->uid_slot);
     }
   }
-  if (Status st = net_->Reconcile(keep); !st.ok()) LogWarn("egress", st.ToString());
+  if (Status st = config_.broker->NetReconcile(keep); !st.ok()) LogWarn("egress", st.ToString());
 }
 
 Status Node::AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t init_pid) {
@@ -130,10 +131,10 @@ Status Node::AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t ini
     ASSIGN_OR_RETURN(credentials::CredentialSpec spec, CredentialSpecFromStored(c.name, stored->spec_json));
     sandbox->credentials.push_back({std::move(spec), c.placeholder});
   }
-  ASSIGN_OR_RETURN(network::SandboxAddress sa, net_->Attach(live->uid_slot, init_pid));
+  ASSIGN_OR_RETURN(in_addr address, config_.broker->NetAttach(live->uid_slot, init_pid));
   live->egress = true;
-  live->egress_address = sa.address;
-  gateway_->Register(sa.address, sandbox);
+  live->egress_address = address;
+  gateway_->Register(address, sandbox);
 
   // Inside: the resolver is the gateway, and the gateway's CA is trusted (certificate only).
   // Written by the sandbox's own guest, so nothing on the host follows a sandbox's symlink.
@@ -152,8 +153,8 @@ Status Node::AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t ini
 void Node::DetachEgress(Live* live) {
   if (!live->egress) return;
   if (gateway_) gateway_->Unregister(live->egress_address);
-  if (net_) {
-    if (Status st = net_->Detach(live->uid_slot); !st.ok()) LogWarn("egress", st.ToString());
+  if (net_slot_ >= 0) {
+    if (Status st = config_.broker->NetDetach(live->uid_slot); !st.ok()) LogWarn("egress", st.ToString());
   }
   live->egress = false;
 }

@@ -203,8 +203,8 @@ def processes_with_uid_at_least(uid):
     return out
 
 
-def gateway_workers(server_pid):
-    """Pids of the `space gateway-worker` children of the server process (its egress gateway)."""
+def children_running(server_pid, subcommand):
+    """Pids of the children of the server process that run `space <subcommand>`."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -216,9 +216,28 @@ def gateway_workers(server_pid):
                 argv = f.read().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == server_pid and b"gateway-worker" in argv:
+        if ppid == server_pid and len(argv) > 1 and argv[1] == subcommand.encode():
             found.append(int(entry))
     return found
+
+
+def gateway_workers(server_pid):
+    """Pids of the `space gateway-worker` children of the server process (its egress gateway)."""
+    return children_running(server_pid, "gateway-worker")
+
+
+def root_brokers(server_pid):
+    """Pids of the `space broker` children of the server process (its root broker)."""
+    return children_running(server_pid, "broker")
+
+
+def pid_alive(pid):
+    """Whether `pid` runs and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def proc_status(pid):

@@ -7,7 +7,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Server, gateway_workers, is_root, mounts_under, processes_with_uid_at_least, space_cgroups  # noqa: E402
+from harness import (Server, gateway_workers, is_root, mounts_under, pid_alive, processes_with_uid_at_least,  # noqa: E402
+                     root_brokers, space_cgroups)
 
 
 def loop_devices_for(path):
@@ -35,19 +36,17 @@ class CrashTest(unittest.TestCase):
         self.s.call("POST", "/v1/sandboxes", {"template": "busybox"})
         workers = gateway_workers(self.s.proc.pid)
         self.assertEqual(len(workers), 1, workers)
+        brokers = root_brokers(self.s.proc.pid)
+        self.assertEqual(len(brokers), 1, brokers)
         self.s.kill9()
-        # The gateway worker dies with the node (PR_SET_PDEATHSIG): no stray process.
-        def alive(pid):
-            try:
-                with open("/proc/%d/stat" % pid) as f:
-                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-            except OSError:
-                return False
-        for _ in range(100):
-            if not alive(workers[0]):
-                break
-            time.sleep(0.05)
-        self.assertFalse(alive(workers[0]), "gateway worker outlived the node")
+        # The gateway worker and the root broker die with the node (PR_SET_PDEATHSIG): no
+        # stray process.
+        for child, what in ((workers[0], "gateway worker"), (brokers[0], "root broker")):
+            for _ in range(100):
+                if not pid_alive(child):
+                    break
+                time.sleep(0.05)
+            self.assertFalse(pid_alive(child), what + " outlived the node")
         # The sandboxes lost their channel: their processes end.
         for _ in range(100):
             if not [p for p in processes_with_uid_at_least(1 << 20)]:

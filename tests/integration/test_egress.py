@@ -18,7 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "egress"))
-from harness import SPACE_BIN, Server, gateway_workers, is_root, proc_status, sandbox_pids  # noqa: E402
+from harness import SPACE_BIN, Server, gateway_workers, is_root, proc_status, root_brokers, sandbox_pids  # noqa: E402
 from testnet import HOST_IP, UPSTREAM_IP, TestNet  # noqa: E402
 
 SECRET = "s3cr3t-EGRESS-test-7f1c9a"
@@ -609,6 +609,31 @@ class EgressCleanupTest(unittest.TestCase):
         self.assertIn("100.64.0.1", d["stdout"])
         s.stop()
         self.assertEqual(node_links(s), [])
+
+    def test_node_stops_when_its_broker_dies_and_a_restart_reconciles(self):
+        s = self.s
+        assert s.json("PUT", "/v1/egress-profiles/p", {"allow": [{"host": "api.test.example"}]})[0] == 200
+        st, d = s.json("POST", "/v1/sandboxes?wait=true", {"template": "busybox"},
+                       headers={"X-Space-Egress-Profile": "p"})
+        self.assertEqual(st, 201, d)
+        sid = d["sandbox"]["id"]
+        self.assertEqual(len(node_links(s)), 1)
+        brokers = root_brokers(s.proc.pid)
+        self.assertEqual(len(brokers), 1, brokers)
+        # The node cannot start another broker (it gave up the capabilities): it stops.
+        os.kill(brokers[0], signal.SIGKILL)
+        self.assertEqual(s.proc.wait(30), 1)
+        self.assertIn("the root broker exited", s.log_tail())
+        s.start()
+        st, d = s.json("GET", "/v1/sandboxes/" + sid)
+        self.assertEqual(d["state"], "running", d)
+        st, d = s.exec(sid, ["cat", "/etc/resolv.conf"])
+        self.assertIn("100.64.0.1", d["stdout"])
+        self.assertEqual(len(node_links(s)), 1)
+        self.assertEqual(len(node_tables()), 1, node_tables())
+        s.stop()
+        self.assertEqual(node_links(s), [])
+        self.assertEqual(node_tables(), [])
 
 
 def node_tables():

@@ -6,7 +6,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Server, is_root, space_cgroups  # noqa: E402
+from harness import Server, is_root, proc_status, root_brokers, space_cgroups  # noqa: E402
 
 
 @unittest.skipUnless(is_root(), "needs root")
@@ -72,6 +72,31 @@ class IsolationTest(unittest.TestCase):
             for field in ("CapBnd", "CapEff", "CapPrm"):
                 self.assertEqual(int(st[field], 16) & mask, 0, (tid, field, st[field]))
             self.assertNotEqual(int(st["CapEff"], 16) & (1 << 21), 0, "thread %s lost CAP_SYS_ADMIN" % tid)
+
+    def test_network_privileges_only_in_the_root_broker(self):
+        # The root broker (src/broker/broker.h) keeps CAP_NET_ADMIN, CAP_SYS_ADMIN and
+        # CAP_SYS_PTRACE and nothing else; the node gives up the network capabilities and
+        # CAP_SYS_PTRACE (with which it could trace the broker), bounding set included.
+        brokers = root_brokers(self.s.proc.pid)
+        self.assertEqual(len(brokers), 1, brokers)
+        st = proc_status(brokers[0])
+        broker_mask = (1 << 12) | (1 << 19) | (1 << 21)
+        for field in ("CapEff", "CapPrm", "CapBnd"):
+            self.assertEqual(int(st[field], 16), broker_mask, (field, st[field]))
+        for field in ("CapInh", "CapAmb"):
+            self.assertEqual(int(st[field], 16), 0, (field, st[field]))
+        self.assertEqual(st["NoNewPrivs"], "1")
+        # Not dumpable: its /proc files stay root's, and the node cannot trace it.
+        self.assertEqual(os.stat("/proc/%d/mem" % brokers[0]).st_uid, 0)
+        gone = (1 << 11) | (1 << 12) | (1 << 13) | (1 << 19)  # NET_BROADCAST, NET_ADMIN, NET_RAW, SYS_PTRACE
+        for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
+            try:
+                with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:
+                    ts = dict(l.split(":", 1) for l in f.read().splitlines())
+            except FileNotFoundError:
+                continue
+            for field in ("CapBnd", "CapEff", "CapPrm"):
+                self.assertEqual(int(ts[field], 16) & gone, 0, (tid, field, ts[field]))
 
     def test_root_is_not_host_root(self):
         uid_map = self.sh("cat /proc/self/uid_map")["stdout"].split()

@@ -1,13 +1,21 @@
-#include "node/uid_slots.h"
+#include "common/host_slots.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 
 #include "common/syscall.h"
 
-namespace space::node {
+namespace space {
 
-Result<bool> UidSlots::TryLock(int64_t slot) {
+std::string HostRunDir() {
+  struct statfs st;
+  if (::statfs("/run", &st) == 0 && st.f_type == TMPFS_MAGIC) return "/run/space";
+  return "/dev/shm/space";  // some hosts keep /run on disk; /dev/shm is always tmpfs
+}
+
+Result<bool> HostSlots::TryLock(int64_t slot) {
   if (held_.count(slot)) return false;
   std::string path = lock_dir_ + "/" + std::to_string(slot) + ".lock";
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDWR | O_CREAT, 0600));
@@ -19,7 +27,7 @@ Result<bool> UidSlots::TryLock(int64_t slot) {
   return true;
 }
 
-Result<int64_t> UidSlots::Acquire(int64_t preferred) {
+Result<int64_t> HostSlots::Acquire(int64_t preferred) {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(MakeDirs(lock_dir_, 0700));
   if (preferred >= 0 && preferred < kMaxSlots) {
@@ -33,9 +41,9 @@ Result<int64_t> UidSlots::Acquire(int64_t preferred) {
   return ResourceExhausted("no free host uid range: " + std::to_string(kMaxSlots) + " sandboxes on this host");
 }
 
-void UidSlots::Release(int64_t slot) {
+void HostSlots::Release(int64_t slot) {
   std::lock_guard<std::mutex> lock(mu_);
   held_.erase(slot);  // closing the fd drops the flock
 }
 
-}  // namespace space::node
+}  // namespace space

@@ -1,8 +1,10 @@
-// UidSlots: hands out host uid/gid ranges so that no two sandboxes on a host ever share one,
-// even across several `space` processes with different data dirs.
+// HostSlots: numbered slots held host-wide, across every `space` process on the machine.
+// The node hands out host uid/gid ranges with them (no two sandboxes on a host ever share
+// one, even across nodes with different data dirs); the root broker takes a network slot
+// (a firewall table and link prefix) with them.
 //
-// A slot is held by an flock on /run/space/uid-slots/<n>.lock; the kernel drops the lock when
-// the holder dies, so a crash never leaks a slot. Slot n covers host ids
+// A slot is held by an flock on <lock_dir>/<n>.lock; the kernel drops the lock when the
+// holder dies, so a crash never leaks a slot. Uid slot n covers host ids
 // [(kFirstSlot + n) * 65536, +65536). Thread-safe.
 #pragma once
 
@@ -14,14 +16,18 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 
-namespace space::node {
+namespace space {
 
-class UidSlots {
+// The host-wide tmpfs directory for SPACE's runtime state: /run/space, or /dev/shm/space
+// where /run is not a tmpfs.
+std::string HostRunDir();
+
+class HostSlots {
  public:
   static constexpr uint32_t kFirstSlot = 16;   // host ids below 1 MiB stay for the host
   static constexpr int64_t kMaxSlots = 16384;
 
-  explicit UidSlots(std::string lock_dir) : lock_dir_(std::move(lock_dir)) {}
+  explicit HostSlots(std::string lock_dir) : lock_dir_(std::move(lock_dir)) {}
 
   // Takes `preferred` when free (a sandbox keeps its slot across node restarts), else the
   // lowest free slot.
@@ -37,4 +43,4 @@ class UidSlots {
   std::map<int64_t, UniqueFd> held_;  // GUARDED_BY(mu_)
 };
 
-}  // namespace space::node
+}  // namespace space

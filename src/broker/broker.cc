@@ -1,0 +1,227 @@
+#include "broker/broker.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "common/capabilities.h"
+#include "common/log.h"
+#include "common/syscall.h"
+#include "network/firewall.h"
+#include "network/netlink.h"
+
+namespace space::broker {
+namespace {
+
+bool PidfdAlive(int pidfd) { return ::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0; }
+
+Result<pid_t> PidOfPidfd(int pidfd) {
+  ASSIGN_OR_RETURN(std::string info, ReadFileToString("/proc/self/fdinfo/" + std::to_string(pidfd), 4096));
+  size_t at = info.find("\nPid:");
+  if (at == std::string::npos) return InvalidArgument("net_attach: the descriptor is not a pidfd");
+  long pid = std::strtol(info.c_str() + at + 5, nullptr, 10);
+  if (pid <= 0) return NotFound("net_attach: the sandbox's init has exited");
+  return static_cast<pid_t>(pid);
+}
+
+// Whether the uid_map text is exactly "0 <base> 65536": root inside, one sandbox uid range.
+bool MapsRootToSlot(const std::string& uid_map, int64_t uid_slot) {
+  std::istringstream in(uid_map);
+  int64_t inside = -1, outside = -1, count = -1;
+  if (!(in >> inside >> outside >> count)) return false;
+  std::string rest;
+  if (in >> rest) return false;  // a second line
+  return inside == 0 && outside == static_cast<int64_t>(HostSlots::UidBase(uid_slot)) && count == 65536;
+}
+
+bool SameFile(int a, int b) {
+  struct stat sa, sb;
+  return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
+  if (!PidfdAlive(pidfd)) return InvalidArgument("net_attach: the descriptor is not the pidfd of a live process");
+  ASSIGN_OR_RETURN(pid_t pid, PidOfPidfd(pidfd));
+  const std::string proc = "/proc/" + std::to_string(pid);
+  ASSIGN_OR_RETURN(UniqueFd netns, OpenFd(proc + "/ns/net", O_RDONLY | O_CLOEXEC));
+  ASSIGN_OR_RETURN(std::string uid_map, ReadFileToString(proc + "/uid_map", 4096));
+  // Checked after both opens: if the pidfd's process is still alive, the pid was not reused
+  // in between, so the namespace and the map are that process's.
+  if (!PidfdAlive(pidfd)) return NotFound("net_attach: the sandbox's init exited");
+  if (!MapsRootToSlot(uid_map, uid_slot)) {
+    return PermissionDenied("net_attach: the process is not a sandbox of uid slot " + std::to_string(uid_slot));
+  }
+  ASSIGN_OR_RETURN(UniqueFd own, OpenFd("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (SameFile(netns.get(), own.get())) return PermissionDenied("net_attach: the process shares the host's network");
+  return netns;
+}
+
+Broker::Broker(BrokerConfig config) : net_slots_(std::move(config.net_lock_dir)) {}
+
+Broker::~Broker() {
+  if (net_slot_ >= 0) net_slots_.Release(net_slot_);
+}
+
+std::string Broker::Handle(const Request& request, std::vector<UniqueFd> fds, std::vector<UniqueFd>* reply_fds) {
+  Result<nlohmann::json> r = Internal("broker: request failed");
+  try {
+    r = Dispatch(request, fds, reply_fds);
+  } catch (const std::exception& e) {  // nlohmann or allocation: refuse, never die
+    r = Internal(std::string("broker: ") + e.what());
+  }
+  if (!r.ok()) {
+    reply_fds->clear();
+    return EncodeError(r.status());
+  }
+  return EncodeOk(std::move(*r));
+}
+
+Status Broker::NeedSlot() const {
+  if (!net_) return Conflict("broker: no network slot taken (net_acquire first)");
+  return Status::Ok();
+}
+
+Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<UniqueFd>& fds,
+                                        std::vector<UniqueFd>* reply_fds) {
+  switch (request.op) {
+    case Op::kHello:
+      return nlohmann::json{{"pid", ::getpid()}};
+    case Op::kNetAcquire:
+      return NetAcquire();
+    case Op::kFirewallInstall:
+      RETURN_IF_ERROR(NeedSlot());
+      RETURN_IF_ERROR(network::InstallFirewall(static_cast<int>(net_slot_), request.ports));
+      return nlohmann::json::object();
+    case Op::kNetAttach:
+      return NetAttach(request.uid_slot, fds.at(0).get());
+    case Op::kNetDetach:
+      RETURN_IF_ERROR(NeedSlot());
+      RETURN_IF_ERROR(net_->Detach(request.uid_slot));
+      return nlohmann::json::object();
+    case Op::kNetReconcile: {
+      RETURN_IF_ERROR(NeedSlot());
+      std::set<std::string> keep;
+      for (int64_t s : request.keep) keep.insert(net_->AddressFor(s).host_link);
+      RETURN_IF_ERROR(net_->Reconcile(keep));
+      return nlohmann::json::object();
+    }
+    case Op::kNetRelease:
+      return NetRelease();
+    case Op::kSeqpacketPair: {
+      // Send buffers above wmem_max need CAP_NET_ADMIN (SO_SNDBUFFORCE), which the node gave up.
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        return ErrnoStatus("socketpair", "seqpacket_pair", errno);
+      }
+      UniqueFd a(sv[0]), b(sv[1]);
+      int size = static_cast<int>(request.send_buffer_bytes);
+      for (int fd : {a.get(), b.get()}) {
+        if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0) {
+          return ErrnoStatus("setsockopt", "SO_SNDBUFFORCE", errno);
+        }
+      }
+      reply_fds->push_back(std::move(a));
+      reply_fds->push_back(std::move(b));
+      return nlohmann::json::object();
+    }
+  }
+  return InvalidArgument("broker: unknown op");
+}
+
+Result<nlohmann::json> Broker::NetAcquire() {
+  if (!net_) {
+    // The lowest free slot: a restarted node usually gets its old one back, and takes over
+    // whatever that slot's table and links were left with.
+    ASSIGN_OR_RETURN(int64_t slot, net_slots_.Acquire(-1));
+    if (slot >= kMaxNetSlots) {
+      net_slots_.Release(slot);
+      return ResourceExhausted("more than 100 SPACE nodes with egress on this host");
+    }
+    net_slot_ = slot;
+    net_ = std::make_unique<network::SandboxNetwork>(static_cast<int>(slot));
+  }
+  return nlohmann::json{{"net_slot", net_slot_}};
+}
+
+Result<nlohmann::json> Broker::NetAttach(int64_t uid_slot, int pidfd) {
+  RETURN_IF_ERROR(NeedSlot());
+  ASSIGN_OR_RETURN(UniqueFd netns, OpenSandboxNetns(pidfd, uid_slot));
+  ASSIGN_OR_RETURN(network::SandboxAddress sa, net_->Attach(uid_slot, netns.get()));
+  return nlohmann::json{{"address", network::FormatIpv4(sa.address)}, {"host_link", sa.host_link}};
+}
+
+Result<nlohmann::json> Broker::NetRelease() {
+  if (!net_) return nlohmann::json::object();
+  Status links = net_->Reconcile({});
+  Status table = network::RemoveFirewall(static_cast<int>(net_slot_));
+  net_.reset();
+  net_slots_.Release(net_slot_);
+  net_slot_ = -1;
+  RETURN_IF_ERROR(links);
+  RETURN_IF_ERROR(table);
+  return nlohmann::json::object();
+}
+
+int RunBroker(int fd, pid_t node_pid) {
+  UniqueFd sock(fd);
+  if (::getppid() != node_pid) {
+    LogError("broker", "started by something other than its node; exiting");
+    return 1;
+  }
+  // Not dumpable: its /proc files belong to root, and no process without CAP_SYS_PTRACE
+  // (which the node drops) may trace it or read its memory.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  std::vector<int> drop;
+  for (int cap = 0; cap <= LastCapability(); ++cap) {
+    if (std::find(std::begin(kBrokerCapabilities), std::end(kBrokerCapabilities), cap) ==
+        std::end(kBrokerCapabilities)) {
+      drop.push_back(cap);
+    }
+  }
+  if (Status st = DropCapabilities(drop); !st.ok()) {
+    LogError("broker", st.ToString());
+    return 1;
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    LogError("broker", ErrnoStatus("prctl", "PR_SET_NO_NEW_PRIVS", errno).ToString());
+    return 1;
+  }
+  Broker broker(BrokerConfig{HostRunDir() + "/net-slots"});
+  return Serve(sock.get(), &broker);
+}
+
+int Serve(int fd, Broker* broker) {
+  for (;;) {
+    auto d = ReceiveDatagram(fd);
+    if (!d.ok() && d.status().code() == StatusCode::kUnavailable) return 0;  // the node is gone
+    std::string reply;
+    std::vector<UniqueFd> reply_fds;
+    if (!d.ok()) {
+      reply = EncodeError(d.status());
+    } else if (auto req = DecodeRequest(d->bytes, d->fds.size()); !req.ok()) {
+      reply = EncodeError(req.status());
+    } else {
+      reply = broker->Handle(*req, std::move(d->fds), &reply_fds);
+    }
+    std::vector<int> raw;
+    for (const auto& f : reply_fds) raw.push_back(f.get());
+    if (Status st = SendDatagram(fd, reply, raw); !st.ok()) {
+      if (st.code() == StatusCode::kUnavailable) return 0;
+      LogError("broker", st.ToString());
+      return 1;
+    }
+  }
+}
+
+}  // namespace space::broker

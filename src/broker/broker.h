@@ -1,0 +1,84 @@
+// The root broker: the process that keeps the privileges the node agent gives up, and uses
+// them only for typed requests (protocol.h) whose every argument it validates.
+//
+// `space dev` / `space node` starts it first, while the node is still one thread, then drops
+// the broker's capabilities from its own sets, bounding set included: the node can neither
+// use them nor regain them by exec, and cannot restart a broker that dies (the node then
+// stops; a restart reconciles). Today the broker holds the network family (the node's
+// firewall table, sandbox veths, network namespaces) and keeps only CAP_NET_ADMIN,
+// CAP_SYS_ADMIN (setns into a sandbox's network namespace) and CAP_SYS_PTRACE (open that
+// namespace). Storage, cgroups and launch still run in the node: docs/privilege-inventory.md
+// maps what is left to move.
+//
+// What a request cannot do: name a path, link or table (the broker derives them from its own
+// network slot and the uid slot); touch another node's slot (the broker takes its own slot's
+// host-wide lock, and acts only under that slot's prefix); attach a namespace that is not a
+// sandbox's (net_attach takes a pidfd, and the broker checks that the process's user
+// namespace maps root to exactly the uid range of the named uid slot, and that the pidfd still
+// names a live process after the namespace is open, so a reused pid is caught).
+#pragma once
+
+#include <linux/capability.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broker/protocol.h"
+#include "common/host_slots.h"
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "network/sandbox_network.h"
+
+namespace space::broker {
+
+// The only capabilities the broker process keeps; the node drops them.
+inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE};
+// Capabilities the node drops because the broker now does what needed them (CAP_SYS_ADMIN
+// stays in the node until launch and storage move). CAP_SYS_PTRACE goes too: with it the
+// node could trace the broker and act through it.
+inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, CAP_NET_BROADCAST, CAP_SYS_PTRACE};
+
+struct BrokerConfig {
+  std::string net_lock_dir;  // host-wide network slot locks: <HostRunDir()>/net-slots
+};
+
+// Handles requests one at a time; not thread-safe (the broker process is one thread).
+class Broker {
+ public:
+  explicit Broker(BrokerConfig config);
+  ~Broker();
+
+  // The reply datagram for one decoded request, with the descriptors to send along.
+  std::string Handle(const Request& request, std::vector<UniqueFd> fds, std::vector<UniqueFd>* reply_fds);
+
+ private:
+  Result<nlohmann::json> Dispatch(const Request& request, std::vector<UniqueFd>& fds,
+                                  std::vector<UniqueFd>* reply_fds);
+  Status NeedSlot() const;
+  Result<nlohmann::json> NetAcquire();
+  Result<nlohmann::json> NetAttach(int64_t uid_slot, int pidfd);
+  Result<nlohmann::json> NetRelease();
+
+  HostSlots net_slots_;
+  int64_t net_slot_ = -1;
+  std::unique_ptr<network::SandboxNetwork> net_;
+};
+
+// Opens the network namespace of the process behind `pidfd`, after checking that its user
+// namespace maps root to exactly the host uid range of `uid_slot` (a sandbox of that slot),
+// that it is not the caller's own network namespace, and that `pidfd` is still alive once
+// the namespace is open. Exposed for tests.
+Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot);
+
+// Answers requests on `fd` one at a time until the peer closes it. 0 then; 1 when a reply
+// cannot be sent.
+int Serve(int fd, Broker* broker);
+
+// The broker process's main: checks that `node_pid` is its parent, drops every capability
+// but kBrokerCapabilities, and serves the node on `fd` until the node closes it or dies (the
+// next node reconciles what is left).
+int RunBroker(int fd, pid_t node_pid);
+
+}  // namespace space::broker

@@ -1,0 +1,187 @@
+#include "broker/broker_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "common/syscall.h"
+#include "network/netlink.h"
+
+namespace space::broker {
+namespace {
+
+constexpr int kBrokerFd = 3;
+// Every request is a few netlink or nftables calls; a broker silent this long is wedged.
+constexpr int kReplyTimeoutMs = 30000;
+
+}  // namespace
+
+Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return ErrnoStatus("socketpair", "root broker", errno);
+  }
+  UniqueFd mine(sv[0]), theirs(sv[1]);
+  // Built before fork: after it, only async-signal-safe calls.
+  const pid_t node_pid = ::getpid();
+  std::vector<std::string> args = {"space", "broker", "--fd", std::to_string(kBrokerFd), "--node-pid",
+                                   std::to_string(node_pid)};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // Not the node's environment: it may hold SPACE_KEK.
+  std::string path = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+  char* envp[] = {path.data(), nullptr};
+  const int child_end = theirs.get();
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", "root broker", errno);
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // A Ctrl-C reaches the whole process group; the broker must outlive the node's orderly
+    // shutdown (which asks it to remove the firewall), and exits when the node's end closes.
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGTERM, SIG_IGN);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != node_pid) ::_exit(1);
+    int c = ::fcntl(child_end, F_DUPFD, 10);
+    if (c < 0 || ::dup2(c, kBrokerFd) != kBrokerFd) ::_exit(126);
+    int keep[] = {0, 1, 2, kBrokerFd};
+    if (CloseFdsExcept(keep, 4) != 0) ::_exit(126);
+    ::execve("/proc/self/exe", argv.data(), envp);
+    ::_exit(127);
+  }
+  theirs.reset();
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    int err = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return ErrnoStatus("pidfd_open", "root broker", err);
+  }
+  auto client = std::make_unique<BrokerClient>(std::move(mine), pid, UniqueFd(pidfd));
+  Request hello;
+  hello.op = Op::kHello;
+  auto reply = client->Call(hello);
+  if (!reply.ok()) return reply.status().Annotate("root broker did not start");
+  return client;
+}
+
+BrokerClient::BrokerClient(UniqueFd socket, pid_t pid, UniqueFd pidfd)
+    : socket_(std::move(socket)), pid_(pid), pidfd_(std::move(pidfd)) {}
+
+BrokerClient::~BrokerClient() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    socket_.reset();  // the broker sees EOF and exits
+  }
+  if (pid_ > 0 && !reaped_) (void)WaitExited(5000);
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+bool BrokerClient::WaitExited(int timeout_ms) {
+  if (reaped_) return true;
+  if (!pidfd_.valid()) return false;
+  pollfd p{pidfd_.get(), POLLIN, 0};
+  if (RetryEintr([&] { return ::poll(&p, 1, timeout_ms); }) <= 0) return false;
+  ::waitpid(pid_, nullptr, WNOHANG);
+  reaped_ = true;
+  return true;
+}
+
+Result<nlohmann::json> BrokerClient::Call(const Request& request, int fd, std::vector<UniqueFd>* reply_fds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!socket_.valid()) return Unavailable("root broker: gone");
+  std::vector<int> fds;
+  if (fd >= 0) fds.push_back(fd);
+  RETURN_IF_ERROR(SendDatagram(socket_.get(), EncodeRequest(request), fds).Annotate(std::string(OpName(request.op))));
+  pollfd p{socket_.get(), POLLIN, 0};
+  int r = RetryEintr([&] { return ::poll(&p, 1, kReplyTimeoutMs); });
+  if (r <= 0) {
+    socket_.reset();  // a late reply must never be taken for the next request's
+    return DeadlineExceeded("root broker: no reply to " + std::string(OpName(request.op)));
+  }
+  ASSIGN_OR_RETURN(Datagram d, ReceiveDatagram(socket_.get()));
+  ASSIGN_OR_RETURN(nlohmann::json reply, DecodeReply(d.bytes));
+  if (reply_fds) *reply_fds = std::move(d.fds);
+  return reply;
+}
+
+Result<int64_t> BrokerClient::NetAcquire() {
+  Request r;
+  r.op = Op::kNetAcquire;
+  ASSIGN_OR_RETURN(nlohmann::json reply, Call(r));
+  if (!reply.contains("net_slot") || !reply["net_slot"].is_number_integer()) {
+    return Internal("root broker: net_acquire reply has no net_slot");
+  }
+  int64_t slot = reply["net_slot"].get<int64_t>();
+  if (slot < 0 || slot >= kMaxNetSlots) return Internal("root broker: net_slot out of range");
+  return slot;
+}
+
+Status BrokerClient::InstallFirewall(const network::GatewayPorts& ports) {
+  Request r;
+  r.op = Op::kFirewallInstall;
+  r.ports = ports;
+  return Call(r).status();
+}
+
+Result<in_addr> BrokerClient::NetAttach(int64_t uid_slot, pid_t init_pid) {
+  // A pidfd, not a pid: the broker checks the process behind it, and that it did not exit.
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, init_pid, 0));
+  if (pidfd < 0) return ErrnoStatus("pidfd_open", "sandbox init " + std::to_string(init_pid), errno);
+  UniqueFd owned(pidfd);
+  Request r;
+  r.op = Op::kNetAttach;
+  r.uid_slot = uid_slot;
+  ASSIGN_OR_RETURN(nlohmann::json reply, Call(r, owned.get()));
+  if (!reply.contains("address") || !reply["address"].is_string()) {
+    return Internal("root broker: net_attach reply has no address");
+  }
+  return network::ParseIpv4(reply["address"].get<std::string>());
+}
+
+Status BrokerClient::NetDetach(int64_t uid_slot) {
+  Request r;
+  r.op = Op::kNetDetach;
+  r.uid_slot = uid_slot;
+  return Call(r).status();
+}
+
+Status BrokerClient::NetReconcile(const std::vector<int64_t>& keep_uid_slots) {
+  Request r;
+  r.op = Op::kNetReconcile;
+  r.keep = keep_uid_slots;
+  return Call(r).status();
+}
+
+Status BrokerClient::NetRelease() {
+  Request r;
+  r.op = Op::kNetRelease;
+  return Call(r).status();
+}
+
+Status BrokerClient::SeqpacketPair(int64_t send_buffer_bytes, UniqueFd* a, UniqueFd* b) {
+  Request r;
+  r.op = Op::kSeqpacketPair;
+  r.send_buffer_bytes = send_buffer_bytes;
+  std::vector<UniqueFd> fds;
+  RETURN_IF_ERROR(Call(r, -1, &fds).status());
+  if (fds.size() != 2) return Internal("root broker: seqpacket_pair reply without two descriptors");
+  *a = std::move(fds[0]);
+  *b = std::move(fds[1]);
+  return Status::Ok();
+}
+
+}  // namespace space::broker

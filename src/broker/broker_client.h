@@ -1,0 +1,57 @@
+// BrokerClient: the node's handle on its root broker (broker.h). Each call is one request and
+// its reply; calls are serialized, one in flight. Thread-safe.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/protocol.h"
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "network/firewall.h"
+
+namespace space::broker {
+
+class BrokerClient {
+ public:
+  // Forks and executes `space broker` from this program's binary, and waits for its hello.
+  // Call while the process is still one thread, and before dropping kNodeDroppedCapabilities:
+  // the broker keeps what the node gives up. It exits when the client's socket closes, and is
+  // killed when the forking thread dies.
+  static Result<std::unique_ptr<BrokerClient>> Spawn();
+  // A client over a socket whose other end some broker serves (tests).
+  explicit BrokerClient(UniqueFd socket, pid_t pid = -1, UniqueFd pidfd = UniqueFd());
+  ~BrokerClient();
+
+  pid_t pid() const { return pid_; }
+  // Whether the broker process has exited, waiting up to timeout_ms; reaps it when it has.
+  bool WaitExited(int timeout_ms);
+
+  Result<int64_t> NetAcquire();
+  Status InstallFirewall(const network::GatewayPorts& ports);
+  // Joins the sandbox whose init is `init_pid` (of uid slot `uid_slot`) to the gateway.
+  Result<in_addr> NetAttach(int64_t uid_slot, pid_t init_pid);
+  Status NetDetach(int64_t uid_slot);
+  Status NetReconcile(const std::vector<int64_t>& keep_uid_slots);
+  Status NetRelease();
+  // A connected SOCK_SEQPACKET pair whose send buffers hold `send_buffer_bytes`.
+  Status SeqpacketPair(int64_t send_buffer_bytes, UniqueFd* a, UniqueFd* b);
+
+ private:
+  Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);
+
+  std::mutex mu_;
+  UniqueFd socket_;  // GUARDED_BY(mu_)
+  const pid_t pid_;
+  UniqueFd pidfd_;
+  std::atomic<bool> reaped_{false};
+};
+
+}  // namespace space::broker

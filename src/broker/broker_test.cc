@@ -1,0 +1,144 @@
+#include "broker/broker.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "broker/broker_client.h"
+#include "common/syscall.h"
+
+namespace space::broker {
+namespace {
+
+// Net slot 98: network_test uses 99, and reconciles that prefix while it runs.
+constexpr int64_t kTestNetSlot = 98;
+
+class BrokerRootTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (namespaces, veths)";
+  }
+};
+
+// A paused child. With `userns`, in a new user and network namespace whose uid_map maps root
+// to the host range of `uid_slot`, as a sandbox's init is.
+struct Child {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+void StartChild(Child* c, bool userns, int64_t uid_slot) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  c->pid = ::fork();
+  ASSERT_GE(c->pid, 0);
+  if (c->pid == 0) {
+    if (userns && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(1);
+    (void)!::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char ch;
+  ASSERT_EQ(::read(ready[0], &ch, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  if (userns) {
+    std::string map = "0 " + std::to_string(HostSlots::UidBase(uid_slot)) + " 65536\n";
+    ASSERT_TRUE(WriteSmallFile("/proc/" + std::to_string(c->pid) + "/uid_map", map).ok());
+  }
+  c->pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, c->pid, 0)));
+  ASSERT_TRUE(c->pidfd.valid());
+}
+
+bool LinkExists(const std::string& name) {
+  return std::system(("ip link show " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+TEST_F(BrokerRootTest, OpensOnlyTheNamespaceOfTheNamedSlotsSandbox) {
+  Child sandbox;
+  StartChild(&sandbox, true, 4243);
+  auto ns = OpenSandboxNetns(sandbox.pidfd.get(), 4243);
+  ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+
+  // Another slot's sandbox, a host process, a descriptor that is no pidfd, a dead process.
+  EXPECT_EQ(OpenSandboxNetns(sandbox.pidfd.get(), 4244).status().code(), StatusCode::kPermissionDenied);
+  Child host;
+  StartChild(&host, false, 0);
+  EXPECT_EQ(OpenSandboxNetns(host.pidfd.get(), 0).status().code(), StatusCode::kPermissionDenied);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  EXPECT_EQ(OpenSandboxNetns(p[0], 4243).status().code(), StatusCode::kInvalidArgument);
+  ::close(p[0]);
+  ::close(p[1]);
+  ::kill(sandbox.pid, SIGKILL);
+  ::waitpid(sandbox.pid, nullptr, 0);
+  sandbox.pid = -1;
+  EXPECT_FALSE(OpenSandboxNetns(sandbox.pidfd.get(), 4243).ok());
+}
+
+TEST_F(BrokerRootTest, ServesTheNodeOverItsSocket) {
+  char tmpl[] = "/tmp/broker_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  HostSlots others(tmpl);  // every slot below the test's is someone else's
+  for (int64_t s = 0; s < kTestNetSlot; ++s) ASSERT_TRUE(others.Acquire(s).ok());
+
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  Broker broker(BrokerConfig{tmpl});
+  int served = -1;
+  std::thread server([&] { served = Serve(sv[1], &broker); });
+  {
+    BrokerClient client{UniqueFd(sv[0])};
+    Child sandbox;
+    StartChild(&sandbox, true, 4243);
+    EXPECT_EQ(client.NetAttach(4243, sandbox.pid).status().code(), StatusCode::kConflict);  // no slot yet
+
+    auto slot = client.NetAcquire();
+    ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+    EXPECT_EQ(*slot, kTestNetSlot);
+    EXPECT_EQ(*client.NetAcquire(), kTestNetSlot);  // the same slot again
+
+    EXPECT_EQ(client.NetAttach(4244, sandbox.pid).status().code(), StatusCode::kPermissionDenied);
+    EXPECT_FALSE(LinkExists("sp98-4244"));
+    auto address = client.NetAttach(4243, sandbox.pid);
+    ASSERT_TRUE(address.ok()) << address.status().ToString();
+    EXPECT_TRUE(LinkExists("sp98-4243"));
+    EXPECT_TRUE(client.NetReconcile({4243}).ok());
+    EXPECT_TRUE(LinkExists("sp98-4243"));
+    EXPECT_TRUE(client.NetDetach(4243).ok());
+    EXPECT_FALSE(LinkExists("sp98-4243"));
+
+    UniqueFd a, b;
+    ASSERT_TRUE(client.SeqpacketPair(2 << 20, &a, &b).ok());
+    int size = 0;
+    socklen_t len = sizeof size;
+    ASSERT_EQ(::getsockopt(a.get(), SOL_SOCKET, SO_SNDBUF, &size, &len), 0);
+    EXPECT_GE(size, 2 << 20);  // above a default wmem_max: forced
+    ASSERT_EQ(::send(a.get(), "ping", 4, 0), 4);
+    char buf[8];
+    EXPECT_EQ(::recv(b.get(), buf, sizeof buf, 0), 4);
+  }  // the client closes its end: the broker's loop ends
+  server.join();
+  EXPECT_EQ(served, 0);
+  ::close(sv[1]);
+  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+}
+
+}  // namespace
+}  // namespace space::broker

@@ -1,0 +1,243 @@
+#include "broker/protocol.h"
+
+#include <sys/socket.h>
+
+#include <cstring>
+#include <set>
+
+#include "common/host_slots.h"
+#include "common/syscall.h"
+
+namespace space::broker {
+namespace {
+
+struct OpInfo {
+  Op op;
+  const char* name;
+  size_t fds;
+  std::set<std::string> fields;  // besides "op"
+};
+
+const std::vector<OpInfo>& Ops() {
+  static const std::vector<OpInfo> ops = {
+      {Op::kHello, "hello", 0, {}},
+      {Op::kNetAcquire, "net_acquire", 0, {}},
+      {Op::kFirewallInstall, "firewall_install", 0, {"ports"}},
+      {Op::kNetAttach, "net_attach", 1, {"uid_slot"}},
+      {Op::kNetDetach, "net_detach", 0, {"uid_slot"}},
+      {Op::kNetReconcile, "net_reconcile", 0, {"keep"}},
+      {Op::kNetRelease, "net_release", 0, {}},
+      {Op::kSeqpacketPair, "seqpacket_pair", 0, {"send_buffer_bytes"}},
+  };
+  return ops;
+}
+
+const OpInfo& Info(Op op) {
+  for (const auto& i : Ops()) {
+    if (i.op == op) return i;
+  }
+  return Ops().front();
+}
+
+Result<int64_t> IntField(const nlohmann::json& j, const char* name, int64_t lo, int64_t hi) {
+  const auto& v = j.at(name);
+  if (!v.is_number_integer()) return InvalidArgument(std::string("broker: ") + name + " must be an integer");
+  int64_t n = v.get<int64_t>();
+  if (n < lo || n > hi) {
+    return InvalidArgument(std::string("broker: ") + name + " " + std::to_string(n) + " is outside " +
+                           std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return n;
+}
+
+// Gateway ports: unprivileged (the gateway never binds below 1024) and pairwise distinct, so
+// no rule redirects one service to another's listener.
+Result<network::GatewayPorts> PortsFromJson(const nlohmann::json& j) {
+  static const char* kNames[] = {"dns", "http", "tls", "proxy", "tcp"};
+  if (!j.is_object() || j.size() != std::size(kNames)) {
+    return InvalidArgument("broker: ports must be an object with dns, http, tls, proxy and tcp");
+  }
+  network::GatewayPorts p;
+  uint16_t* slots[] = {&p.dns, &p.http, &p.tls, &p.proxy, &p.tcp};
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < std::size(kNames); ++i) {
+    if (!j.contains(kNames[i])) return InvalidArgument(std::string("broker: ports.") + kNames[i] + " is missing");
+    ASSIGN_OR_RETURN(int64_t v, IntField(j, kNames[i], 1024, 65535));
+    if (!seen.insert(v).second) return InvalidArgument("broker: gateway ports must be distinct");
+    *slots[i] = static_cast<uint16_t>(v);
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string_view OpName(Op op) { return Info(op).name; }
+
+size_t FdsFor(Op op) { return Info(op).fds; }
+
+std::string EncodeRequest(const Request& r) {
+  nlohmann::json j = {{"op", OpName(r.op)}};
+  switch (r.op) {
+    case Op::kFirewallInstall:
+      j["ports"] = {{"dns", r.ports.dns}, {"http", r.ports.http}, {"tls", r.ports.tls},
+                    {"proxy", r.ports.proxy}, {"tcp", r.ports.tcp}};
+      break;
+    case Op::kNetAttach:
+    case Op::kNetDetach:
+      j["uid_slot"] = r.uid_slot;
+      break;
+    case Op::kNetReconcile:
+      j["keep"] = r.keep;
+      break;
+    case Op::kSeqpacketPair:
+      j["send_buffer_bytes"] = r.send_buffer_bytes;
+      break;
+    default:
+      break;
+  }
+  return j.dump();
+}
+
+Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
+  if (bytes.size() > kMaxMessageBytes) return InvalidArgument("broker: request exceeds 128 KiB");
+  // Depth-limited by its shape: a request is flat except ports (an object) and keep (an array).
+  auto j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("broker: request is not a JSON object");
+  if (!j.contains("op") || !j["op"].is_string()) return InvalidArgument("broker: request has no op");
+  const std::string name = j["op"].get<std::string>();
+  const OpInfo* info = nullptr;
+  for (const auto& i : Ops()) {
+    if (name == i.name) info = &i;
+  }
+  if (!info) return InvalidArgument("broker: unknown op");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "op" && !info->fields.count(key)) return InvalidArgument("broker: " + name + " takes no field " + key);
+  }
+  for (const auto& f : info->fields) {
+    if (!j.contains(f)) return InvalidArgument("broker: " + name + " needs " + f);
+  }
+  if (fd_count != info->fds) {
+    return InvalidArgument("broker: " + name + " takes " + std::to_string(info->fds) + " descriptors, got " +
+                           std::to_string(fd_count));
+  }
+  Request r;
+  r.op = info->op;
+  switch (r.op) {
+    case Op::kFirewallInstall: {
+      ASSIGN_OR_RETURN(r.ports, PortsFromJson(j["ports"]));
+      break;
+    }
+    case Op::kNetAttach:
+    case Op::kNetDetach: {
+      ASSIGN_OR_RETURN(r.uid_slot, IntField(j, "uid_slot", 0, HostSlots::kMaxSlots - 1));
+      break;
+    }
+    case Op::kNetReconcile: {
+      const auto& keep = j["keep"];
+      if (!keep.is_array() || keep.size() > static_cast<size_t>(HostSlots::kMaxSlots)) {
+        return InvalidArgument("broker: keep must be an array of at most 16384 uid slots");
+      }
+      for (const auto& k : keep) {
+        if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() >= HostSlots::kMaxSlots) {
+          return InvalidArgument("broker: keep holds something other than a uid slot");
+        }
+        r.keep.push_back(k.get<int64_t>());
+      }
+      break;
+    }
+    case Op::kSeqpacketPair: {
+      ASSIGN_OR_RETURN(r.send_buffer_bytes, IntField(j, "send_buffer_bytes", 4096, kMaxSendBufferBytes));
+      break;
+    }
+    default:
+      break;
+  }
+  return r;
+}
+
+std::string EncodeOk(nlohmann::json fields) {
+  fields["ok"] = true;
+  return fields.dump();
+}
+
+std::string EncodeError(const Status& status) {
+  // Error messages may quote request bytes; replace what is not UTF-8 rather than throw.
+  return nlohmann::json{{"ok", false}, {"code", StatusCodeWord(status.code())}, {"message", status.message()}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<nlohmann::json> DecodeReply(std::string_view bytes) {
+  auto j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
+    return Internal("root broker: malformed reply");
+  }
+  if (j["ok"].get<bool>()) return j;
+  std::string word = j.value("code", std::string());
+  std::string message = j.contains("message") && j["message"].is_string() ? j["message"].get<std::string>() : "";
+  StatusCode code = StatusCode::kInternal;
+  for (int c = static_cast<int>(StatusCode::kInvalidArgument); c <= static_cast<int>(StatusCode::kDeadlineExceeded);
+       ++c) {
+    if (StatusCodeWord(static_cast<StatusCode>(c)) == word) code = static_cast<StatusCode>(c);
+  }
+  return Status(code, "root broker: " + message);
+}
+
+Status SendDatagram(int socket, std::string_view bytes, const std::vector<int>& fds) {
+  if (bytes.size() > kMaxMessageBytes || fds.size() > kMaxFds) return InvalidArgument("broker: datagram too large");
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t n = RetryEintr([&] { return ::sendmsg(socket, &msg, MSG_NOSIGNAL); });
+  if (n < 0) {
+    if (errno == EPIPE || errno == ECONNRESET) return Unavailable("root broker channel: peer closed");
+    return ErrnoStatus("sendmsg", "root broker channel", errno);
+  }
+  return Status::Ok();
+}
+
+Result<Datagram> ReceiveDatagram(int socket) {
+  Datagram d;
+  d.bytes.resize(kMaxMessageBytes + 1);
+  iovec iov{d.bytes.data(), d.bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  // Room for more descriptors than allowed, so a sender that attaches too many is refused
+  // (and its descriptors closed) rather than having them silently truncated.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = RetryEintr([&] { return ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_TRUNC); });
+  if (n < 0) {
+    if (errno == ECONNRESET) return Unavailable("root broker channel: peer closed");
+    return ErrnoStatus("recvmsg", "root broker channel", errno);
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      d.fds.emplace_back(fd);
+    }
+  }
+  if (n == 0) return Unavailable("root broker channel: peer closed");
+  if (static_cast<size_t>(n) > kMaxMessageBytes) return InvalidArgument("broker: datagram exceeds 128 KiB");
+  if (msg.msg_flags & MSG_CTRUNC) return InvalidArgument("broker: too many descriptors");
+  if (d.fds.size() > kMaxFds) return InvalidArgument("broker: too many descriptors");
+  d.bytes.resize(static_cast<size_t>(n));
+  return d;
+}
+
+}  // namespace space::broker

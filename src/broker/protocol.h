@@ -1,0 +1,79 @@
+// The wire protocol between the node agent and the root broker (broker.h).
+//
+// One request and its reply are one SOCK_SEQPACKET datagram each: a JSON object of at most
+// kMaxMessageBytes, with at most kMaxFds descriptors attached (SCM_RIGHTS). The node sends one
+// request at a time and waits for its reply. The broker holds privileges the node has given
+// up, so it decodes every request as hostile: DecodeRequest refuses oversized and malformed
+// datagrams, unknown ops, unknown, missing or mistyped fields and values out of range, and
+// requires exactly the descriptors the op takes. No request names a host path: the broker
+// derives every path, link name and table name from its own state and from slot numbers.
+//
+//   op                 fields                  fds   reply
+//   hello              -                       0     {pid}
+//   net_acquire        -                       0     {net_slot}      (takes a network slot)
+//   firewall_install   {ports}                 0     {}              (needs the slot)
+//   net_attach         {uid_slot}              1     {address}       (the fd: the init's pidfd)
+//   net_detach         {uid_slot}              0     {}
+//   net_reconcile      {keep: [uid_slot...]}   0     {}
+//   net_release        -                       0     {}              (links, table, slot)
+//   seqpacket_pair     {send_buffer_bytes}     0     {} + 2 fds
+//
+// A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode name>, "message": ...}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+#include "network/firewall.h"
+
+namespace space::broker {
+
+inline constexpr size_t kMaxMessageBytes = 128 << 10;
+inline constexpr size_t kMaxFds = 2;
+// Network slots 0..99 (link prefixes sp00- .. sp99-); uid slots as in common/host_slots.h.
+inline constexpr int64_t kMaxNetSlots = 100;
+// Send buffers a seqpacket_pair may ask for: enough for the gateway's 1 MiB messages twice.
+inline constexpr int64_t kMaxSendBufferBytes = 4 << 20;
+
+enum class Op { kHello, kNetAcquire, kFirewallInstall, kNetAttach, kNetDetach, kNetReconcile, kNetRelease, kSeqpacketPair };
+
+std::string_view OpName(Op op);
+
+struct Request {
+  Op op = Op::kHello;
+  network::GatewayPorts ports;      // firewall_install
+  int64_t uid_slot = -1;            // net_attach, net_detach
+  std::vector<int64_t> keep;        // net_reconcile: uid slots whose links stay
+  int64_t send_buffer_bytes = 0;    // seqpacket_pair
+};
+
+// How many descriptors a request of `op` carries.
+size_t FdsFor(Op op);
+
+// The datagram for a request (fields of other ops are left out).
+std::string EncodeRequest(const Request& request);
+// Parses and validates one datagram from the node that arrived with `fd_count` descriptors.
+Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count);
+
+std::string EncodeOk(nlohmann::json fields = nlohmann::json::object());
+std::string EncodeError(const Status& status);
+// The node's view of a reply: its fields, or the broker's error as a Status.
+Result<nlohmann::json> DecodeReply(std::string_view bytes);
+
+// One datagram with its descriptors. Receive closes descriptors beyond kMaxFds and refuses a
+// truncated datagram or control message.
+struct Datagram {
+  std::string bytes;
+  std::vector<UniqueFd> fds;
+};
+Status SendDatagram(int socket, std::string_view bytes, const std::vector<int>& fds = {});
+// Blocks until one datagram arrives. kUnavailable when the peer is gone.
+Result<Datagram> ReceiveDatagram(int socket);
+
+}  // namespace space::broker

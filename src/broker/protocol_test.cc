@@ -1,0 +1,157 @@
+#include "broker/protocol.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace space::broker {
+namespace {
+
+Request Decoded(const std::string& bytes, size_t fds = 0) {
+  auto r = DecodeRequest(bytes, fds);
+  EXPECT_TRUE(r.ok()) << bytes << ": " << r.status().ToString();
+  return r.ok() ? *r : Request{};
+}
+
+void ExpectRefused(const std::string& bytes, size_t fds = 0) {
+  auto r = DecodeRequest(bytes, fds);
+  EXPECT_FALSE(r.ok()) << bytes;
+  if (!r.ok()) {
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bytes;
+  }
+}
+
+TEST(ProtocolTest, EveryOpRoundTrips) {
+  Request fw;
+  fw.op = Op::kFirewallInstall;
+  fw.ports = {20000, 20001, 20002, 20003, 20004};
+  Request got = Decoded(EncodeRequest(fw));
+  EXPECT_EQ(got.op, Op::kFirewallInstall);
+  EXPECT_EQ(got.ports.dns, 20000);
+  EXPECT_EQ(got.ports.tcp, 20004);
+
+  Request attach;
+  attach.op = Op::kNetAttach;
+  attach.uid_slot = 16383;
+  EXPECT_EQ(Decoded(EncodeRequest(attach), 1).uid_slot, 16383);
+
+  Request rec;
+  rec.op = Op::kNetReconcile;
+  rec.keep = {0, 5, 16383};
+  EXPECT_EQ(Decoded(EncodeRequest(rec)).keep, rec.keep);
+
+  Request pair;
+  pair.op = Op::kSeqpacketPair;
+  pair.send_buffer_bytes = 1 << 20;
+  EXPECT_EQ(Decoded(EncodeRequest(pair)).send_buffer_bytes, 1 << 20);
+
+  for (Op op : {Op::kHello, Op::kNetAcquire, Op::kNetRelease}) {
+    Request r;
+    r.op = op;
+    EXPECT_EQ(Decoded(EncodeRequest(r)).op, op);
+  }
+}
+
+TEST(ProtocolTest, RefusesMalformedRequests) {
+  ExpectRefused("");
+  ExpectRefused("not json");
+  ExpectRefused("[]");
+  ExpectRefused("{}");
+  ExpectRefused(R"({"op": 7})");
+  ExpectRefused(R"({"op": "mount", "path": "/"})");
+  ExpectRefused(R"({"op": "hello", "path": "/etc"})");      // a field the op does not take
+  ExpectRefused(R"({"op": "net_detach"})");                  // a missing field
+  ExpectRefused(R"({"op": "net_detach", "uid_slot": "3"})");  // mistyped
+  ExpectRefused(R"({"op": "net_detach", "uid_slot": 1.5})");
+  ExpectRefused(R"({"op": "net_detach", "uid_slot": -1})");
+  ExpectRefused(R"({"op": "net_detach", "uid_slot": 16384})");
+  ExpectRefused(R"({"op": "net_reconcile", "keep": 3})");
+  ExpectRefused(R"({"op": "net_reconcile", "keep": [1, "sp00-1"]})");
+  ExpectRefused(R"({"op": "net_reconcile", "keep": [99999]})");
+  ExpectRefused(R"({"op": "seqpacket_pair", "send_buffer_bytes": 1073741824})");
+  ExpectRefused(R"({"op": "seqpacket_pair", "send_buffer_bytes": 0})");
+  ExpectRefused(std::string(kMaxMessageBytes + 1, ' '));
+  std::string many = R"({"op": "net_reconcile", "keep": [)";
+  for (int i = 0; i < 16385; ++i) many += (i ? "," : "") + std::to_string(i % 100);
+  ExpectRefused(many + "]}");
+}
+
+TEST(ProtocolTest, RefusesBadGatewayPorts) {
+  const std::string head = R"({"op": "firewall_install", "ports": )";
+  ExpectRefused(head + R"({"dns": 53, "http": 20001, "tls": 20002, "proxy": 20003, "tcp": 20004}})");
+  ExpectRefused(head + R"({"dns": 20000, "http": 20000, "tls": 20002, "proxy": 20003, "tcp": 20004}})");
+  ExpectRefused(head + R"({"dns": 20000, "http": 20001, "tls": 20002, "proxy": 20003}})");
+  ExpectRefused(head + R"({"dns": 20000, "http": 20001, "tls": 20002, "proxy": 20003, "tcp": 70000}})");
+  ExpectRefused(head + R"({"dns": 20000, "http": 20001, "tls": 20002, "proxy": 20003, "tcp": 20004, "x": 1}})");
+  ExpectRefused(head + R"("20000"})");
+}
+
+TEST(ProtocolTest, EachOpTakesExactlyItsDescriptors) {
+  ExpectRefused(R"({"op": "net_attach", "uid_slot": 3})", 0);
+  ExpectRefused(R"({"op": "net_attach", "uid_slot": 3})", 2);
+  ExpectRefused(R"({"op": "hello"})", 1);
+  EXPECT_TRUE(DecodeRequest(R"({"op": "net_attach", "uid_slot": 3})", 1).ok());
+}
+
+TEST(ProtocolTest, RepliesCarryTheBrokersErrorCode) {
+  auto ok = DecodeReply(EncodeOk({{"net_slot", 4}}));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ((*ok)["net_slot"], 4);
+  auto err = DecodeReply(EncodeError(PermissionDenied("not a sandbox")));
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(err.status().message().find("not a sandbox"), std::string::npos);
+  EXPECT_EQ(DecodeReply("garbage").status().code(), StatusCode::kInternal);
+  EXPECT_EQ(DecodeReply(R"({"ok": false, "code": "no_such_code"})").status().code(), StatusCode::kInternal);
+  // Not UTF-8 in a message is replaced, never thrown.
+  EXPECT_FALSE(DecodeReply(EncodeError(InvalidArgument("bad \xff byte"))).ok());
+}
+
+TEST(ProtocolTest, DatagramsCarryTheirDescriptorsAndRefuseTooMany) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  UniqueFd pr(p[0]), pw(p[1]);
+  ASSERT_TRUE(SendDatagram(a.get(), "hello", {pw.get()}).ok());
+  auto d = ReceiveDatagram(b.get());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->bytes, "hello");
+  ASSERT_EQ(d->fds.size(), 1u);
+  ASSERT_EQ(::write(d->fds[0].get(), "x", 1), 1);  // it is the pipe's write end
+  char c = 0;
+  ASSERT_EQ(::read(pr.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+
+  // Three descriptors, sent by hand (SendDatagram refuses to): refused, and none kept.
+  int three[3] = {pw.get(), pw.get(), pw.get()};
+  char ch = 'm';
+  iovec iov{&ch, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof three)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof three);
+  std::memcpy(CMSG_DATA(cm), three, sizeof three);
+  ASSERT_EQ(::sendmsg(a.get(), &msg, 0), 1);
+  auto refused = ReceiveDatagram(b.get());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(SendDatagram(a.get(), "x", {1, 1, 1}).ok());
+
+  a.reset();
+  EXPECT_EQ(ReceiveDatagram(b.get()).status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace space::broker
