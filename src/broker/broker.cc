@@ -1,6 +1,7 @@
 #include "broker/broker.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 
 #include "common/capabilities.h"
 #include "common/log.h"
+#include "common/seccomp_denylist.h"
 #include "common/syscall.h"
 #include "network/firewall.h"
 #include "network/netlink.h"
@@ -48,7 +50,34 @@ bool SameFile(int a, int b) {
   return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+// What the broker never does; each is a way out of it or a large kernel surface.
+constexpr const char* kRefusedSyscalls[] = {
+    "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+    "mount", "umount2", "pivot_root", "chroot", "unshare",
+    "fsopen", "fsmount", "fsconfig", "fspick", "open_tree", "move_mount", "mount_setattr",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
+    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+    "open_by_handle_at", "name_to_handle_at", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm",
+    "pidfd_open", "pidfd_getfd", "tkill", "mknod", "mknodat",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "capset",
+    "vm86", "vm86old", "nfsservctl", "uselib",
+};
+
+// It speaks netlink (links, addresses, nftables) and unix sockets; never these.
+constexpr int kRefusedFamilies[] = {AF_PACKET, AF_KEY, AF_ALG, AF_VSOCK, AF_XDP, AF_TIPC,
+                                    AF_RDS,    AF_LLC, AF_BLUETOOTH, AF_CAN, AF_NFC};
+
 }  // namespace
+
+Status LoadBrokerSeccomp() {
+  DenyList list;
+  list.syscalls.assign(std::begin(kRefusedSyscalls), std::end(kRefusedSyscalls));
+  list.socket_families.assign(std::begin(kRefusedFamilies), std::end(kRefusedFamilies));
+  list.arg_must_equal = {{"setns", 1, CLONE_NEWNET}, {"pidfd_send_signal", 1, 0}};
+  return LoadDenyList(list);
+}
 
 Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
   if (!PidfdAlive(pidfd)) return InvalidArgument("net_attach: the descriptor is not the pidfd of a live process");
@@ -195,6 +224,10 @@ int RunBroker(int fd, pid_t node_pid) {
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     LogError("broker", ErrnoStatus("prctl", "PR_SET_NO_NEW_PRIVS", errno).ToString());
+    return 1;
+  }
+  if (Status st = LoadBrokerSeccomp(); !st.ok()) {
+    LogError("broker", st.ToString());
     return 1;
   }
   Broker broker(BrokerConfig{HostRunDir() + "/net-slots"});

@@ -72,12 +72,19 @@ class Broker {
 // the namespace is open. Exposed for tests.
 Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot);
 
+// The broker's seccomp filter (default allow): no other program, no tracing, mounts, new
+// namespaces or id changes; setns only into a network namespace; pidfd signals only the null
+// signal (its liveness check); other signals only to itself; no packet, AF_ALG or other rare
+// socket families; none of the large kernel surfaces (bpf, perf, io_uring, keyrings, modules).
+// Loaded for every thread after the capability drop; needs no_new_privs.
+Status LoadBrokerSeccomp();
+
 // Answers requests on `fd` one at a time until the peer closes it. 0 then; 1 when a reply
 // cannot be sent.
 int Serve(int fd, Broker* broker);
 
 // The broker process's main: checks that `node_pid` is its parent, drops every capability
-// but kBrokerCapabilities, and serves the node on `fd` until the node closes it or dies (the
+// but kBrokerCapabilities, loads its seccomp filter, and serves the node on `fd` until the node closes it or dies (the
 // next node reconciles what is left).
 int RunBroker(int fd, pid_t node_pid);
 

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -138,6 +141,56 @@ TEST_F(BrokerRootTest, ServesTheNodeOverItsSocket) {
   EXPECT_EQ(served, 0);
   ::close(sv[1]);
   ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+}
+
+// Runs `body` in a forked child that loaded the broker's filter; its exit code (0: every
+// check held). Run as root, so each refused call would succeed unfiltered.
+int InFilteredChild(const std::function<int()>& body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
+    if (!LoadBrokerSeccomp().ok()) ::_exit(91);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST_F(BrokerRootTest, SeccompRefusesWaysOutAndKeepsWhatTheBrokerUses) {
+  Child other;  // a process to signal: made and ended by the unfiltered test
+  StartChild(&other, false, 0);
+  const pid_t target = other.pid;
+  const int target_pidfd = other.pidfd.get();
+  int own_netns = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  int own_uts = ::open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(own_netns, 0);
+  ASSERT_GE(own_uts, 0);
+  int code = InFilteredChild([&] {
+    auto refused = [](long r) { return r == -1 && errno == EPERM; };
+    if (!refused(::unshare(CLONE_NEWNET))) return 1;
+    if (!refused(::mount("none", "/mnt", "tmpfs", 0, nullptr))) return 2;
+    char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+    if (!refused(::execve("/bin/true", argv, nullptr))) return 3;
+    if (!refused(::setns(own_uts, CLONE_NEWUTS))) return 4;
+    if (!refused(::kill(target, SIGCONT))) return 5;
+    if (!refused(::syscall(SYS_pidfd_send_signal, target_pidfd, SIGCONT, nullptr, 0))) return 6;
+    if (!refused(::setresuid(1, 1, 1))) return 7;
+    if (!refused(::syscall(SYS_bpf, 0, nullptr, 0))) return 8;
+    if (::socket(AF_PACKET, SOCK_RAW, 0) != -1 || errno != EAFNOSUPPORT) return 9;
+    // What the broker does: netlink, setns into a network namespace, pidfd liveness, threads.
+    int nl = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (nl < 0) return 20;
+    ::close(nl);
+    if (::setns(own_netns, CLONE_NEWNET) != 0) return 21;
+    if (::syscall(SYS_pidfd_send_signal, target_pidfd, 0, nullptr, 0) != 0) return 22;
+    int ran = 0;
+    std::thread([&] { ran = 1; }).join();
+    return ran ? 0 : 23;
+  });
+  EXPECT_EQ(code, 0);
+  ::close(own_netns);
+  ::close(own_uts);
 }
 
 }  // namespace

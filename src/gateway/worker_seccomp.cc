@@ -1,13 +1,10 @@
 #include "gateway/worker_seccomp.h"
 
-#include <sched.h>
-#include <seccomp.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <memory>
-#include <string>
+#include <iterator>
+
+#include "common/seccomp_denylist.h"
 
 namespace space::gateway {
 namespace {
@@ -35,52 +32,13 @@ constexpr const char* kRefused[] = {
 constexpr int kRefusedFamilies[] = {AF_NETLINK, AF_PACKET, AF_KEY,  AF_ALG, AF_VSOCK, AF_XDP,
                                     AF_TIPC,    AF_RDS,    AF_LLC,  AF_BLUETOOTH, AF_CAN, AF_NFC};
 
-// Namespace flags of clone(2); one rule each, since libseccomp compares an argument once per
-// rule.
-constexpr unsigned long kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
-                                             CLONE_NEWUSER, CLONE_NEWPID,   CLONE_NEWNET};
-
-struct CtxDeleter {
-  void operator()(void* ctx) const { seccomp_release(ctx); }
-};
-
-Status RuleError(const std::string& what, int rc) { return ErrnoStatus("seccomp rule", what, -rc); }
-
 }  // namespace
 
 Status LoadWorkerSeccomp() {
-  std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
-  if (!ctx) return Internal("seccomp_init failed");
-  void* c = ctx.get();
-  int rc = seccomp_attr_set(c, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-  if (rc < 0) return RuleError("badarch", rc);
-  rc = seccomp_attr_set(c, SCMP_FLTATR_CTL_TSYNC, 1);
-  if (rc < 0) return RuleError("tsync", rc);
-
-  for (const char* name : kRefused) {
-    int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture
-    if ((rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), nr, 0)) < 0) return RuleError(name, rc);
-  }
-  // clone3 hides its flags in memory; ENOSYS makes glibc fall back to clone, checked below.
-  if ((rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) < 0) return RuleError("clone3", rc);
-  for (unsigned long flag : kNamespaceFlags) {
-    rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
-    if (rc < 0) return RuleError("clone", rc);
-  }
-  for (int family : kRefusedFamilies) {
-    rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                          SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(family)));
-    if (rc < 0) return RuleError("socket", rc);
-  }
-  // Signals only to itself (abort() raises SIGABRT with tgkill on its own pid).
-  const auto self = static_cast<scmp_datum_t>(::getpid());
-  for (int nr : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
-    rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), nr, 1, SCMP_A0(SCMP_CMP_NE, self));
-    if (rc < 0) return RuleError("signals", rc);
-  }
-  if ((rc = seccomp_load(c)) < 0) return RuleError("load", rc);
-  return Status::Ok();
+  DenyList list;
+  list.syscalls.assign(std::begin(kRefused), std::end(kRefused));
+  list.socket_families.assign(std::begin(kRefusedFamilies), std::end(kRefusedFamilies));
+  return LoadDenyList(list);  // no new namespaces, signals only to itself
 }
 
 }  // namespace space::gateway

@@ -86,6 +86,7 @@ class IsolationTest(unittest.TestCase):
         for field in ("CapInh", "CapAmb"):
             self.assertEqual(int(st[field], 16), 0, (field, st[field]))
         self.assertEqual(st["NoNewPrivs"], "1")
+        self.assertEqual(st["Seccomp"], "2")  # its own filter (broker.h LoadBrokerSeccomp)
         # Not dumpable: its /proc files stay root's, and the node cannot trace it.
         self.assertEqual(os.stat("/proc/%d/mem" % brokers[0]).st_uid, 0)
         gone = (1 << 11) | (1 << 12) | (1 << 13) | (1 << 19)  # NET_BROADCAST, NET_ADMIN, NET_RAW, SYS_PTRACE
