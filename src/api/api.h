@@ -27,6 +27,9 @@ class Api {
   // Entry point for the HTTP server.
   void Handle(Request& req, Responder& res);
 
+  // Its key check and rate limits, for the E2B surface on the same listener.
+  Authenticator* authenticator() { return &auth_; }
+
   // Creates the first admin key when none exists: writes it to `key_path` (0600) and stores
   // its hash. Returns the key path (existing or new).
   static Status EnsureAdminKey(store::Store* store, const std::string& key_path);

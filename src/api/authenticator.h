@@ -32,6 +32,14 @@ class Authenticator {
   // Retry-After). True when the handler should go on.
   bool Admit(Request& req, Responder& res);
 
+  // The same check for a key some other surface carries elsewhere (the E2B SDK's X-API-Key):
+  // sets req.team, within the key's rate limit, which both surfaces share.
+  Status AuthenticateKey(std::string_view key, Request& req, int64_t* retry_after_s);
+
+  // Takes one request from `bucket`'s share of the rate limit (for callers that authenticate
+  // otherwise, such as E2B's per-sandbox access tokens): 0, or the seconds to wait.
+  int64_t Throttle(const std::string& bucket);
+
   const RateLimit& limit() const { return limiter_.limit(); }
 
  private:

@@ -180,7 +180,7 @@ int RunDev(const DevOptions& options) {
   }
   api::Api api(node->get(), rate_limit, fleet_token);
   // The E2B-compatible surface shares the listener; it answers only its own paths/headers.
-  e2b::E2b e2b(node->get(), options.data_dir + "/e2b-token.key");
+  e2b::E2b e2b(node->get(), api.authenticator(), options.data_dir + "/e2b-token.key");
   if (Status st = e2b.Init(); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;

@@ -3,7 +3,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
-#include <openssl/sha.h>
 
 #include "api/validate.h"
 #include "common/base64.h"
@@ -24,12 +23,6 @@ std::string Hex(const unsigned char* d, size_t n) {
     out += kHex[d[i] & 15];
   }
   return out;
-}
-
-std::string Sha256Hex(std::string_view s) {
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
-  return Hex(d, sizeof d);
 }
 
 bool StartsWith(const std::string& s, std::string_view p) { return s.compare(0, p.size(), p) == 0; }
@@ -57,7 +50,8 @@ bool TokenEquals(const std::string& got, const std::string& want) {
 
 }  // namespace
 
-E2b::E2b(node::Node* node, std::string secret_path) : node_(node), secret_path_(std::move(secret_path)) {}
+E2b::E2b(node::Node* node, api::Authenticator* auth, std::string secret_path)
+    : node_(node), auth_(auth), secret_path_(std::move(secret_path)) {}
 
 E2b::~E2b() = default;
 
@@ -86,7 +80,7 @@ bool E2b::Handles(const api::Request& req) {
          p == "/snapshots" || StartsWith(p, "/templates/") || IsRpcPath(p);
 }
 
-Status E2b::AuthenticateApiKey(api::Request& req) {
+Status E2b::AuthenticateApiKey(api::Request& req, int64_t* retry_after_s) {
   std::string key = req.Header("x-api-key");
   if (key.empty()) {
     // SPACE's own header works too, so one key style serves both surfaces.
@@ -94,20 +88,8 @@ Status E2b::AuthenticateApiKey(api::Request& req) {
     if (StartsWith(auth, "Bearer ")) key = auth.substr(7);
   }
   if (key.empty()) return Unauthenticated("missing X-API-KEY header");
-  std::string hash = Sha256Hex(key);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = key_cache_.find(hash); it != key_cache_.end()) {
-      req.team = it->second;
-      return Status::Ok();
-    }
-  }
-  auto team = node_->store()->TeamForApiKey(hash);
-  if (!team.ok()) return Unauthenticated("invalid API key");
-  std::lock_guard<std::mutex> lock(mu_);
-  key_cache_[hash] = *team;
-  req.team = *team;
-  return Status::Ok();
+  // The same digests, constant-time cache and per-key rate limit as SPACE's API.
+  return auth_->AuthenticateKey(key, req, retry_after_s);
 }
 
 Result<Target> E2b::ResolveTarget(const api::Request& req, bool code_interpreter) {
@@ -134,7 +116,11 @@ Result<Target> E2b::ResolveTarget(const api::Request& req, bool code_interpreter
 void E2b::Handle(api::Request& req, api::Responder& res) {
   if (!req.headers.count("e2b-sandbox-id")) {
     if (IsRpcPath(req.path)) return SendRpcError(res, "invalid_argument", "missing E2b-Sandbox-Id header");
-    if (Status st = AuthenticateApiKey(req); !st.ok()) return SendControlError(res, st);
+    int64_t retry_after_s = 0;
+    if (Status st = AuthenticateApiKey(req, &retry_after_s); !st.ok()) {
+      if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));
+      return SendControlError(res, st);
+    }
     return Control(req, res);
   }
   std::string port = req.Header("e2b-sandbox-port");
@@ -150,6 +136,14 @@ void E2b::Handle(api::Request& req, api::Responder& res) {
     if (st.code() == StatusCode::kNotFound || st.code() == StatusCode::kUnavailable) {
       return res.Send(502, "text/plain", st.message() + "\n");
     }
+    if (IsRpcPath(req.path)) return SendRpcError(res, st);
+    return SendControlError(res, st);
+  }
+  // The access token authenticates these; each sandbox gets the per-key rate limit's share.
+  if (int64_t retry_after_s = auth_->Throttle("sandbox:" + t->id); retry_after_s > 0) {
+    Status st = ResourceExhausted("rate limit for sandbox " + t->id + " exceeded; retry after " +
+                                  std::to_string(retry_after_s) + " s");
+    res.AddHeader("Retry-After", std::to_string(retry_after_s));
     if (IsRpcPath(req.path)) return SendRpcError(res, st);
     return SendControlError(res, st);
   }

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/authenticator.h"
 #include "api/http.h"
 #include "node/node.h"
 
@@ -41,7 +42,8 @@ struct Target {
 class E2b {
  public:
   // `secret_path` holds the key access tokens are derived from (created 0600 if missing).
-  E2b(node::Node* node, std::string secret_path);
+  // `auth` checks API keys and rate limits, shared with SPACE's own API (not owned).
+  E2b(node::Node* node, api::Authenticator* auth, std::string secret_path);
   ~E2b();
   Status Init();
 
@@ -54,7 +56,7 @@ class E2b {
   std::string AccessToken(const std::string& sandbox_id) const;
 
  private:
-  Status AuthenticateApiKey(api::Request& req);
+  Status AuthenticateApiKey(api::Request& req, int64_t* retry_after_s);
   Result<Target> ResolveTarget(const api::Request& req, bool code_interpreter);
 
   // Control API (control_api.cc).
@@ -82,11 +84,11 @@ class E2b {
   Result<std::shared_ptr<ExecService>> Service(const Target& t);
 
   node::Node* const node_;
+  api::Authenticator* const auth_;
   const std::string secret_path_;
   std::string secret_;  // set once by Init
 
   std::mutex mu_;
-  std::map<std::string, std::string> key_cache_;  // sha256(api key) -> team; GUARDED_BY(mu_)
   std::map<std::string, std::string> tags_;       // proc id -> E2B tag; GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<ExecService>> services_;  // sandbox -> service; GUARDED_BY(mu_)
 };

@@ -780,6 +780,36 @@ def _(ctx):
     return ok, "429 after %d requests, Retry-After %s, body %s; other key %d" % (len(codes), retry, body, st_a)
 
 
+@attempt("api.e2b_rate_limit_per_key")
+def _(ctx):
+    # The E2B control API (X-API-Key) shares the key's bucket with SPACE's own API.
+    codes, retry, body = [], None, None
+    for _ in range(400):
+        st, hdr, data = ctx.s.call("GET", "/sandboxes", key=False, headers={"X-API-Key": ctx.key_b})
+        codes.append(st)
+        if st == 429:
+            retry, body = hdr.get("Retry-After"), json.loads(data)
+            break
+    st_a = ctx.call("GET", "/v1/sandboxes", retry=False)[0]
+    ok = codes[-1] == 429 and set(codes[:-1]) <= {200} and retry and int(retry) >= 1 and body.get("code") == 429 \
+        and st_a == 200
+    if retry:
+        time.sleep(int(retry))
+    return ok, "E2B list: 429 after %d requests, Retry-After %s, body %s; other key %d" % (len(codes), retry, body, st_a)
+
+
+@attempt("api.e2b_key_guessing_throttled")
+def _(ctx):
+    codes = []
+    for _ in range(400):
+        st, _, _ = ctx.s.call("GET", "/sandboxes", key=False, headers={"X-API-Key": "e2b_" + secrets.token_hex(20)})
+        codes.append(st)
+        if st == 429:
+            break
+    time.sleep(3)
+    return codes[-1] == 429 and set(codes) <= {401, 429}, "%d E2B key guesses, then %d" % (len(codes), codes[-1])
+
+
 @attempt("api.key_guessing_throttled")
 def _(ctx):
     codes = []
