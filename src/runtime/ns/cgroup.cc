@@ -23,7 +23,7 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 // How long state changes may take before we give up: freezing waits for every task to
 // reach a freezable point; emptying waits for SIGKILLed tasks to finish exiting.
-constexpr int64_t kFreezeTimeoutNs = 2000 * kMs;
+constexpr int64_t kFreezeTimeoutNs = 5000 * kMs;
 constexpr int64_t kKillTimeoutNs = 5000 * kMs;
 constexpr int64_t kRmdirTimeoutNs = 1000 * kMs;
 constexpr uint64_t kCpuPeriodUs = 100000;
@@ -224,7 +224,10 @@ Status Cgroups::Freeze(const std::string& id) const {
     for (;;) {
       ASSIGN_OR_RETURN(bool frozen, EventIs(dir, "frozen", '1'));
       if (frozen) return Status::Ok();
-      if (MonoNowNs() > deadline) return DeadlineExceeded("freeze " + dir + ": still freezing");
+      if (MonoNowNs() > deadline) {
+        (void)WriteControl(dir + "/cgroup.freeze", "0");  // never leave it half frozen
+        return DeadlineExceeded("freeze " + dir + ": still freezing after 5 s (tasks busy in the kernel); thawed again");
+      }
       SleepMs(1);
     }
   }
@@ -233,7 +236,14 @@ Status Cgroups::Freeze(const std::string& id) const {
     RETURN_IF_ERROR(WriteControl(dir + "/freezer.state", "FROZEN"));
     ASSIGN_OR_RETURN(std::string state, ReadFileToString(dir + "/freezer.state", 64));
     if (Trim(state) == "FROZEN") return Status::Ok();
-    if (MonoNowNs() > deadline) return DeadlineExceeded("freeze " + dir + ": " + Trim(state));
+    if (MonoNowNs() > deadline) {
+      // Tasks in uninterruptible sleep (a sandbox hammering its disk quota makes btrfs
+      // commit) keep v1 in FREEZING; the tasks already stopped would stay stopped while the
+      // sandbox is still called running. Thaw them all and say so.
+      (void)WriteControl(dir + "/freezer.state", "THAWED");
+      return DeadlineExceeded("freeze " + dir + ": still " + Trim(state) +
+                              " after 5 s (tasks busy in the kernel); thawed again");
+    }
     SleepMs(1);
   }
 }
