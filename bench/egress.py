@@ -5,6 +5,11 @@ reached through a veth, tests/integration/egress/testnet.py).
 
     SPACE_BIN=build/bin/space python3 bench/egress.py [--n 300] [--mib 256]
 
+Creates: N cold creates of `busybox` with the egress profile, interleaved with N without (the
+same run), create-to-ready as the client sees it. The difference is what joining a sandbox to
+the gateway costs: the root broker's veth and addresses (one request over its socket), the
+gateway registration, and the resolver and CA files written through the guest.
+
 Paths measured: plain HTTP (transparent, port 80), HTTPS tunnelled untouched (SNI checked,
 bytes relayed), and HTTPS intercepted with a credential injected (TLS terminated with the
 node's CA, re-encrypted upstream). Each request opens a new connection, as a fresh curl does.
@@ -49,6 +54,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--creates", type=int, default=40, help="creates with and without egress, interleaved")
     args = ap.parse_args()
     net = TestNet().start()
     data_dir = os.environ.get("SPACE_BENCH_DATA_DIR", os.environ.get("SPACE_TEST_DATA_DIR", "/var/lib/space-test"))
@@ -111,6 +117,27 @@ def main():
             st, d = s.exec(sid, download([], url, extra_sb), timeout_s=600)
             gw_bps = float(d["stdout"])
             tp.append((label, gw_bps, direct_bps))
+
+        import time
+        with_egress, without = [], []
+        for i in range(2 * args.creates):
+            egress = i % 2 == 0
+            t = time.perf_counter()
+            st, d = s.json("POST", "/v1/sandboxes?wait=true", {"template": "busybox"},
+                           headers={"X-Space-Egress-Profile": "bench"} if egress else None)
+            ms = (time.perf_counter() - t) * 1000
+            assert st == 201, d
+            (with_egress if egress else without).append(ms)
+            s.json("DELETE", "/v1/sandboxes/%s?wait=true" % d["sandbox"]["id"])
+
+        print("### Create with egress vs without (ms, cold busybox, client create-to-ready, n=%d each, interleaved)\n"
+              % args.creates)
+        print("| create | p50 | p90 | p99 |")
+        print("|---|---|---|---|")
+        for label, xs in (("with egress profile", with_egress), ("without egress", without)):
+            print("| %s | %.2f | %.2f | %.2f |" % (label, pct(xs, 50), pct(xs, 90), pct(xs, 99)))
+        print("\nratio p50 %.2fx, added p50 +%.2f ms\n" % (pct(with_egress, 50) / pct(without, 50),
+                                                           pct(with_egress, 50) - pct(without, 50)))
 
         print("### Egress gateway: request latency (ms, new connection per request, n=%d)\n" % args.n)
         print("| path | through gateway p50 | p90 | p99 | direct p50 | p90 | p99 | ratio p50 | added p50 |")

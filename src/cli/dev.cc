@@ -11,6 +11,7 @@
 #include <iostream>
 #include <iterator>
 #include <thread>
+#include <vector>
 
 #include "api/api.h"
 #include "api/http_server.h"
@@ -78,15 +79,29 @@ constexpr int kHostOnlyCapabilities[] = {
     CAP_MAC_ADMIN,       CAP_SYSLOG,     CAP_WAKE_ALARM,  CAP_BLOCK_SUSPEND, CAP_AUDIT_READ,
     CAP_PERFMON,         CAP_BPF};
 
+// Capabilities that act on the host too and that nothing the node does or runs needs: SysV
+// IPC ownership and memory locking (IPC_OWNER would let the node read any process's SysV
+// shared memory), resource-limit overrides, and checkpoint/restore (choosing pids, reading
+// other processes' map_files). Dropped with the host-only ones.
+constexpr int kUnusedCapabilities[] = {CAP_IPC_LOCK, CAP_IPC_OWNER, CAP_SYS_RESOURCE, CAP_CHECKPOINT_RESTORE};
+
 int RunDev(const DevOptions& options) {
   if (::geteuid() != 0) {
     std::cerr << "space dev: must run as root (it creates namespaces, cgroups and the storage pool)\n";
     return 1;
   }
+  api::HttpServerConfig hc;
+  if (!ParseListen(options.listen, &hc.address, &hc.port)) {
+    std::cerr << "space dev: --listen must be ADDR:PORT\n";
+    return 2;
+  }
   // First, while this is the only thread: capability sets are per thread, and the broker is
   // forked from this one.
-  if (Status st = DropCapabilities({std::begin(kHostOnlyCapabilities), std::end(kHostOnlyCapabilities)});
-      !st.ok()) {
+  std::vector<int> drop(std::begin(kHostOnlyCapabilities), std::end(kHostOnlyCapabilities));
+  drop.insert(drop.end(), std::begin(kUnusedCapabilities), std::end(kUnusedCapabilities));
+  // Binding below 1024 is the only use of CAP_NET_BIND_SERVICE (the gateway binds high ports).
+  if (hc.port == 0 || hc.port >= 1024) drop.push_back(CAP_NET_BIND_SERVICE);
+  if (Status st = DropCapabilities(drop); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
   }
@@ -102,11 +117,6 @@ int RunDev(const DevOptions& options) {
       !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
-  }
-  api::HttpServerConfig hc;
-  if (!ParseListen(options.listen, &hc.address, &hc.port)) {
-    std::cerr << "space dev: --listen must be ADDR:PORT\n";
-    return 2;
   }
   const bool fleet = !options.node_name.empty();
   std::string fleet_token;
