@@ -403,7 +403,7 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
   }
   if (HasEgress(*rec) && !vm) {
     t = MonoNowNs();
-    RETURN_IF_ERROR(AttachEgress(*rec, live.get(), launched->pid));
+    RETURN_IF_ERROR(AttachEgress(*rec, live.get(), launched->pid, steps));
     (*steps)["egress"] = static_cast<double>(MonoNowNs() - t) / 1e6;
   }
   return Status::Ok();

@@ -259,7 +259,8 @@ class Node {
   Result<std::string> SnapshotEgressProfiles(const std::string& team, const std::vector<std::string>& names);
   static bool HasEgress(const store::SandboxRecord& rec);
   // Joins a booted sandbox to the gateway: veth, registration, resolver and CA trust.
-  Status AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t init_pid);
+  // `steps`, when given, gets the root broker's share (egress.net_attach, ms).
+  Status AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t init_pid, nlohmann::json* steps = nullptr);
   void DetachEgress(Live* live);
   void ReconcileEgress();
   // File transfer with a booted sandbox's guest, whatever its state (node_exec.cc).

@@ -2,6 +2,7 @@
 // A sandbox created without egress profiles gets none of this: loopback only.
 #include <arpa/inet.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "credentials/egress_profile.h"
 #include "credentials/secret_box.h"
@@ -112,7 +113,7 @@ void Node::ReconcileEgress() {
   if (Status st = config_.broker->NetReconcile(keep); !st.ok()) LogWarn("egress", st.ToString());
 }
 
-Status Node::AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t init_pid) {
+Status Node::AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t init_pid, nlohmann::json* steps) {
   if (!gateway_) return Unavailable("sandbox " + rec.id + " has egress profiles but egress is disabled on this node");
   auto sandbox = std::make_shared<gateway::SandboxEgress>();
   sandbox->sandbox_id = rec.id;
@@ -131,7 +132,9 @@ Status Node::AttachEgress(const store::SandboxRecord& rec, Live* live, pid_t ini
     ASSIGN_OR_RETURN(credentials::CredentialSpec spec, CredentialSpecFromStored(c.name, stored->spec_json));
     sandbox->credentials.push_back({std::move(spec), c.placeholder});
   }
+  const int64_t attach_start = MonoNowNs();
   ASSIGN_OR_RETURN(in_addr address, config_.broker->NetAttach(live->uid_slot, init_pid));
+  if (steps) (*steps)["egress.net_attach"] = static_cast<double>(MonoNowNs() - attach_start) / 1e6;
   live->egress = true;
   live->egress_address = address;
   gateway_->Register(address, sandbox);
