@@ -109,8 +109,11 @@ Result<nlohmann::json> BrokerClient::Call(const Request& request, int fd, std::v
   pollfd p{socket_.get(), POLLIN, 0};
   int r = RetryEintr([&] { return ::poll(&p, 1, kReplyTimeoutMs); });
   if (r <= 0) {
-    socket_.reset();  // a late reply must never be taken for the next request's
-    return DeadlineExceeded("root broker: no reply to " + std::string(OpName(request.op)));
+    // A late reply must never be taken for the next request's, and a wedged broker is no
+    // broker: end it, so whoever waits on its exit (space dev) stops the node for a restart.
+    socket_.reset();
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    return DeadlineExceeded("root broker: no reply to " + std::string(OpName(request.op)) + " in 30 s; killed it");
   }
   ASSIGN_OR_RETURN(Datagram d, ReceiveDatagram(socket_.get()));
   ASSIGN_OR_RETURN(nlohmann::json reply, DecodeReply(d.bytes));
