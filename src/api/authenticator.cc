@@ -38,27 +38,28 @@ Status Authenticator::Authenticate(Request& req, int64_t* retry_after_s) {
   if (auth.size() <= kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) {
     return Unauthenticated("missing 'Authorization: Bearer <key>' header");
   }
-  const std::string_view key = std::string_view(auth).substr(kBearer.size());
-  if (!fleet_token_sha256_.empty()) {
-    std::string hash = KeyDigest(key);
-    if (CRYPTO_memcmp(fleet_token_sha256_.data(), hash.data(), hash.size()) == 0) {
-      std::string team = req.Header("x-space-team");
-      if (team.empty() || team.size() > 64 || !IsMetadataKey(team)) return InvalidArgument("a fleet request must name its team in X-Space-Team");
-      req.team = team;
-      return Status::Ok();
-    }
+  const std::string hash = KeyDigest(std::string_view(auth).substr(kBearer.size()));
+  if (!fleet_token_sha256_.empty() &&
+      CRYPTO_memcmp(fleet_token_sha256_.data(), hash.data(), hash.size()) == 0) {
+    std::string team = req.Header("x-space-team");
+    if (team.empty() || team.size() > 64 || !IsMetadataKey(team)) return InvalidArgument("a fleet request must name its team in X-Space-Team");
+    req.team = team;
+    return Status::Ok();
   }
-  return AuthenticateKey(key, req, retry_after_s);
+  return AuthenticateDigest(hash, req, retry_after_s);
 }
 
 int64_t Authenticator::Throttle(const std::string& bucket) { return limiter_.Take(bucket, MonoNowNs()); }
 
 Status Authenticator::AuthenticateKey(std::string_view key, Request& req, int64_t* retry_after_s) {
+  return AuthenticateDigest(KeyDigest(key), req, retry_after_s);
+}
+
+Status Authenticator::AuthenticateDigest(const std::string& hash, Request& req, int64_t* retry_after_s) {
   // Keys are compared as SHA-256 digests, and the cache is searched without an early exit
   // (CRYPTO_memcmp over every entry), so response time says nothing about how much of a
   // guessed key matched. The store looks digests up by index: timing there can reveal at most
   // a digest prefix, which does not help find a key (that would need a preimage).
-  std::string hash = KeyDigest(key);
   const int64_t now = MonoNowNs();
   std::string team;
   {

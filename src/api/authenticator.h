@@ -43,6 +43,9 @@ class Authenticator {
   const RateLimit& limit() const { return limiter_.limit(); }
 
  private:
+  // AuthenticateKey for a key already hashed (KeyDigest), so no request hashes its key twice.
+  Status AuthenticateDigest(const std::string& hash, Request& req, int64_t* retry_after_s);
+
   store::Store* const store_;
   RateLimiter limiter_;
   const std::string fleet_token_sha256_;  // "" when no fleet token is configured
