@@ -124,6 +124,10 @@ void Node::Stop() {
     if (Status st = l->runtime->Destroy(id); !st.ok()) LogWarn("node", st.ToString());
   }
   StopEgress();
+  for (runtime::Runtime* rt : {static_cast<runtime::Runtime*>(runtime_.get()), vm_runtime_.get()}) {
+    if (rt == nullptr) continue;
+    if (Status st = rt->Close(); !st.ok()) LogWarn("node", st.ToString());
+  }
   // The per-data-dir scratch dirs go once empty (a restart makes them again).
   if (!run_dir_.empty()) ::rmdir(run_dir_.c_str());
   if (vm_runtime_) ::rmdir((HostRunDir() + "/vm-" + Fnv1aHex(config_.data_dir)).c_str());

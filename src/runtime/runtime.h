@@ -113,6 +113,11 @@ class Runtime {
   // Sandbox ids that have a cgroup or scratch dir on this host right now.
   virtual Result<std::set<std::string>> ListPresent() = 0;
 
+  // Called once by a stopping node after it destroyed its sandboxes: removes what the
+  // runtime made for itself on the host (its parent cgroups) if nothing is left in it, so a
+  // node that stops for good leaves nothing behind. A restart makes them again.
+  virtual Status Close() { return Status::Ok(); }
+
   // "v1" or "v2": which cgroup layout limits are applied through.
   virtual std::string cgroup_version() const = 0;
 

@@ -167,6 +167,18 @@ def space_cgroups(sid=None, data_dir=None):
     return found
 
 
+def node_cgroup_parents(data_dir):
+    """The parent cgroups a node made (its sandboxes' and its VMs'), in every hierarchy."""
+    names = (node_cgroup_name(data_dir), node_cgroup_name(data_dir) + "-vm")
+    found = []
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if not os.path.isdir(root):
+            continue
+        for base in [os.path.join(root, h) for h in os.listdir(root)] + [root]:
+            found += [os.path.join(base, n) for n in names if os.path.isdir(os.path.join(base, n))]
+    return sorted(set(os.path.realpath(p) for p in found))
+
+
 def sandbox_pids(sid, data_dir):
     """Host pids of every process of sandbox `sid` (from its cgroups, v1 or v2)."""
     pids = set()

@@ -7,8 +7,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Server, gateway_workers, is_root, mounts_under, pid_alive, processes_with_uid_at_least,  # noqa: E402
-                     root_brokers, space_cgroups)
+from harness import (Server, gateway_workers, is_root, mounts_under, node_cgroup_parents, pid_alive,  # noqa: E402
+                     processes_with_uid_at_least, root_brokers, space_cgroups)
 
 
 def loop_devices_for(path):
@@ -102,6 +102,8 @@ class CrashTest(unittest.TestCase):
                 break
             time.sleep(0.05)
         self.assertEqual(left, [])
+        # Nor is anything of the node itself: its parent cgroups go with its last sandbox.
+        self.assertEqual(node_cgroup_parents(self.s.data_dir), [])
 
 
 if __name__ == "__main__":

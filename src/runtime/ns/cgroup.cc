@@ -336,6 +336,15 @@ Status Cgroups::Remove(const std::string& id) const {
   return Status::Ok();
 }
 
+Status Cgroups::RemoveParents() const {
+  Status first = Status::Ok();
+  for (const Hierarchy& h : hierarchies_) {
+    if (::rmdir(h.parent.c_str()) == 0 || errno == ENOENT || errno == EBUSY || errno == ENOTEMPTY) continue;
+    if (first.ok()) first = ErrnoStatus("rmdir", h.parent, errno);
+  }
+  return first;
+}
+
 Result<std::set<std::string>> Cgroups::List() const {
   std::set<std::string> ids;
   for (const Hierarchy& h : hierarchies_) {

@@ -41,6 +41,9 @@ class Cgroups {
   // Removes the sandbox's cgroup directories (retrying briefly while the kernel still
   // counts exiting tasks). Succeeds when they do not exist.
   Status Remove(const std::string& id) const;
+  // Removes the parent cgroups Probe made, where they are empty (a stopping node, after its
+  // sandboxes are gone). One that still has children stays: it is not an error.
+  Status RemoveParents() const;
   // What the sandbox uses now (cgroup_usage.cc).
   Result<ResourceUsage> Usage(const std::string& id) const;
   // Ids with a cgroup directory in any hierarchy.

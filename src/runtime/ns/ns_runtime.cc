@@ -133,6 +133,7 @@ class NsRuntimeImpl final : public NsRuntime {
     return cgroups_.Usage(id);
   }
   Result<std::set<std::string>> ListPresent() override;
+  Status Close() override { return cgroups_.RemoveParents(); }
   std::string cgroup_version() const override { return cgroups_.v2() ? "v2" : "v1"; }
 
  private:

@@ -295,6 +295,7 @@ class VmRuntimeImpl final : public Runtime {
     return cgroups_.Usage(id);
   }
   Result<std::set<std::string>> ListPresent() override;
+  Status Close() override { return cgroups_.RemoveParents(); }
   std::string cgroup_version() const override { return cgroups_.v2() ? "v2" : "v1"; }
   bool full_checkpoints() const override { return true; }
   Status Checkpoint(const std::string& id, const std::string& state_path) override;
