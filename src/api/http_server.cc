@@ -1,17 +1,20 @@
 #include "api/http_server.h"
 
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
 
 #include "common/clock.h"
+#include "common/datagram.h"
 #include "common/log.h"
 
 namespace space::api {
@@ -20,6 +23,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using Stream = HttpServer::Stream;
 
 namespace {
 
@@ -32,7 +36,7 @@ constexpr int kBindRetrySeconds = 10;
 // this waits with poll() first and only then reads or writes what is ready.
 class TimedSocket {
  public:
-  TimedSocket(tcp::socket& socket, int write_stall_timeout_ms)
+  TimedSocket(Stream& socket, int write_stall_timeout_ms)
       : socket_(socket), write_stall_timeout_ms_(write_stall_timeout_ms) {}
 
   // Reads fail once the monotonic clock passes `mono_ns`.
@@ -84,7 +88,7 @@ class TimedSocket {
     }
   }
 
-  tcp::socket& socket_;
+  Stream& socket_;
   const int write_stall_timeout_ms_;
   int64_t read_deadline_ns_ = 0;
 };
@@ -144,9 +148,9 @@ void SendRaw(TimedSocket& socket, const Status& st) {
 // After refusing a request whose body is still arriving, read and drop what the client keeps
 // sending (bounded in bytes and time) before closing: closing with unread data makes the
 // kernel reset the connection, and the client would lose the 413 it was sent.
-void DrainAndClose(tcp::socket& socket) {
+void DrainAndClose(Stream& socket) {
   beast::error_code ec;
-  socket.shutdown(tcp::socket::shutdown_send, ec);
+  socket.shutdown(Stream::shutdown_send, ec);
   timeval tv{2, 0};
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char buf[65536];
@@ -161,16 +165,12 @@ void DrainAndClose(tcp::socket& socket) {
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerConfig config, Handler handler)
-    : config_(std::move(config)), handler_(std::move(handler)) {}
-
-HttpServer::~HttpServer() { Stop(); }
-
-Result<uint16_t> HttpServer::Start() {
+Result<UniqueFd> ListenTcp(const std::string& address, uint16_t port) {
   beast::error_code ec;
-  auto addr = asio::ip::make_address(config_.address, ec);
-  if (ec) return InvalidArgument("listen address " + config_.address + ": " + ec.message());
-  tcp::endpoint ep(addr, config_.port);
+  auto addr = asio::ip::make_address(address, ec);
+  if (ec) return InvalidArgument("listen address " + address + ": " + ec.message());
+  tcp::endpoint ep(addr, port);
+  asio::io_context io;
   // A restarted service may briefly find its port held by a predecessor still exiting. (The
   // fleet test's node once found it held for good: sandbox launch children, cloned with a copy
   // of the node's fds, waited on each other for ever after the node died. They now close that
@@ -179,33 +179,73 @@ Result<uint16_t> HttpServer::Start() {
   bool warned = false;
   for (;;) {
     ec = {};
-    acceptor_ = std::make_unique<tcp::acceptor>(io_);
-    acceptor_->open(ep.protocol(), ec);
+    tcp::acceptor acceptor(io);
+    acceptor.open(ep.protocol(), ec);
     // Asio opens sockets without SOCK_CLOEXEC; no program the node runs may inherit the API.
-    if (!ec && ::fcntl(acceptor_->native_handle(), F_SETFD, FD_CLOEXEC) != 0) {
+    if (!ec && ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC) != 0) {
       ec = beast::error_code(errno, boost::system::system_category());
     }
-    if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_->bind(ep, ec);
-    if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec != asio::error::address_in_use || config_.port == 0 || std::chrono::steady_clock::now() > give_up) break;
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(ep, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) return UniqueFd(acceptor.release());
+    if (ec != asio::error::address_in_use || port == 0 || std::chrono::steady_clock::now() > give_up) break;
     if (!warned) {
-      LogWarn("http", "listen on " + config_.address + ":" + std::to_string(config_.port) +
-                          ": in use; retrying for " + std::to_string(kBindRetrySeconds) + " s");
+      LogWarn("http", "listen on " + address + ":" + std::to_string(port) + ": in use; retrying for " +
+                          std::to_string(kBindRetrySeconds) + " s");
       warned = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  if (ec) {
-    return Unavailable("listen on " + config_.address + ":" + std::to_string(config_.port) + ": " + ec.message());
+  return Unavailable("listen on " + address + ":" + std::to_string(port) + ": " + ec.message());
+}
+
+Result<uint16_t> ListeningPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return ErrnoStatus("getsockname", "listening socket", errno);
   }
-  uint16_t port = acceptor_->local_endpoint().port();
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return InvalidArgument("listening socket is not TCP");
+}
+
+HttpServer::HttpServer(HttpServerConfig config, Handler handler)
+    : config_(std::move(config)), handler_(std::move(handler)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Result<uint16_t> HttpServer::Start() {
+  UniqueFd owned;
+  int fd = config_.listen_fd;
+  if (fd < 0) {
+    ASSIGN_OR_RETURN(owned, ListenTcp(config_.address, config_.port));
+    fd = owned.get();
+  }
+  ASSIGN_OR_RETURN(uint16_t port, ListeningPort(fd));
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  beast::error_code ec;
+  acceptor_ = std::make_unique<tcp::acceptor>(io_);
+  acceptor_->assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) return Unavailable("adopt listening socket: " + ec.message());
+  (void)owned.release();  // the acceptor owns it now
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   return port;
 }
 
 void HttpServer::Stop() {
   if (stopping_.exchange(true)) return;
+  std::vector<std::thread> channel_threads;
+  {
+    // Wakes the channel threads blocked in recvmsg (EOF); they end and close their channel.
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    for (int fd : channels_) ::shutdown(fd, SHUT_RDWR);
+    channel_threads.swap(channel_threads_);
+  }
+  for (std::thread& t : channel_threads) t.join();
   if (acceptor_) {
     // close() does not wake a thread blocked in accept(); shutdown() does (EINVAL).
     ::shutdown(acceptor_->native_handle(), SHUT_RDWR);
@@ -229,22 +269,54 @@ void HttpServer::AcceptLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
-    if (connections_.load() >= config_.max_connections) {
-      TimedSocket timed(socket, 1000);
-      SendRaw(timed, Unavailable("too many connections; retry shortly"));
-      continue;
-    }
-    ++connections_;
-    std::thread([this, s = std::move(socket)]() mutable {
-      Serve(std::move(s));
-      --connections_;
-    }).detach();
+    socket.set_option(tcp::no_delay(true), ec);
+    Dispatch(Stream(std::move(socket)));
   }
 }
 
-void HttpServer::Serve(tcp::socket socket) {
+void HttpServer::Dispatch(Stream socket) {
+  if (connections_.load() >= config_.max_connections) {
+    TimedSocket timed(socket, 1000);
+    SendRaw(timed, Unavailable("too many connections; retry shortly"));
+    return;
+  }
+  ++connections_;
+  std::thread([this, s = std::move(socket)]() mutable {
+    Serve(std::move(s));
+    --connections_;
+  }).detach();
+}
+
+void HttpServer::ServeChannel(UniqueFd channel) {
+  std::lock_guard<std::mutex> lock(channels_mu_);
+  if (stopping_) return;
+  channels_.push_back(channel.get());
+  channel_threads_.emplace_back([this, channel = std::move(channel)]() mutable {
+    for (;;) {
+      // One connection per datagram: a byte of payload and the connection's descriptor.
+      Result<Datagram> d = ReceiveDatagram(channel.get(), kConnectionChannelLimits);
+      if (!d.ok()) {
+        if (d.status().code() == StatusCode::kInvalidArgument) continue;  // refused, fds closed
+        break;  // the front is gone (or we are stopping)
+      }
+      if (d->fds.size() != 1) continue;
+      int conn = d->fds[0].release();
+      beast::error_code ec;
+      Stream socket(io_);
+      socket.assign(Stream::protocol_type(AF_UNIX, SOCK_STREAM), conn, ec);
+      if (ec) {
+        ::close(conn);
+        continue;
+      }
+      Dispatch(std::move(socket));
+    }
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    channels_.erase(std::find(channels_.begin(), channels_.end(), channel.get()));
+  });
+}
+
+void HttpServer::Serve(Stream socket) {
   beast::error_code ec;
-  socket.set_option(tcp::no_delay(true), ec);
   TimedSocket timed(socket, config_.write_stall_timeout_ms);
   beast::flat_buffer buffer;
   for (;;) {
@@ -305,7 +377,7 @@ void HttpServer::Serve(tcp::socket socket) {
     }
     if (!responder.sent()) responder.SendError(Internal("handler sent no response"));
     if (!responder.keep_alive()) {
-      socket.shutdown(tcp::socket::shutdown_both, ec);
+      socket.shutdown(Stream::shutdown_both, ec);
       return;
     }
   }

@@ -13,19 +13,30 @@
 #include <string>
 #include <thread>
 
+#include <mutex>
+#include <vector>
+
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
 #include "api/http.h"
+#include "common/datagram.h"
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace space::api {
 
 using Handler = std::function<void(Request&, Responder&)>;
 
+// The channel over which an API front (front/front.h) hands the node its connections: one
+// datagram per connection, one byte and the connection's descriptor.
+inline constexpr DatagramLimits kConnectionChannelLimits{16, 1, "API front channel"};
+
 struct HttpServerConfig {
   std::string address = "127.0.0.1";
   uint16_t port = 7722;            // 0: pick a free port
+  int listen_fd = -1;  // >= 0: accept on this listening TCP socket (ListenTcp), owned from Start on
   size_t max_body_bytes = (100u << 20) + 4096;
   size_t max_header_bytes = 64 * 1024;
   int max_connections = 512;
@@ -36,18 +47,32 @@ struct HttpServerConfig {
   int write_stall_timeout_ms = 60'000;  // a response write that makes no progress this long fails
 };
 
+// A listening TCP socket (close-on-exec) on address:port; port 0 picks a free one. Retries a
+// port still held by an exiting predecessor for a few seconds.
+Result<UniqueFd> ListenTcp(const std::string& address, uint16_t port);
+// The port a listening socket is bound to.
+Result<uint16_t> ListeningPort(int fd);
+
 class HttpServer {
  public:
   HttpServer(HttpServerConfig config, Handler handler);
   ~HttpServer();
 
-  // Binds and starts accepting. Returns the bound port.
+  // Any connected stream socket: TCP, or a Unix socket handed over by an API front.
+  using Stream = boost::asio::generic::stream_protocol::socket;
+
+  // Binds (or adopts config.listen_fd) and starts accepting. Returns the bound port.
   Result<uint16_t> Start();
+  // Also serves every connection that arrives as a descriptor over `channel` (a SOCK_SEQPACKET
+  // socket, kConnectionChannelLimits), until the channel's peer closes it or Stop. Needs no
+  // Start: a node behind a front listens on nothing itself.
+  void ServeChannel(UniqueFd channel);
   void Stop();
 
  private:
   void AcceptLoop();
-  void Serve(boost::asio::ip::tcp::socket socket);
+  void Dispatch(Stream socket);
+  void Serve(Stream socket);
 
   const HttpServerConfig config_;
   const Handler handler_;
@@ -56,6 +81,9 @@ class HttpServer {
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> connections_{0};
+  std::mutex channels_mu_;
+  std::vector<int> channels_;                // guarded by channels_mu_
+  std::vector<std::thread> channel_threads_;  // guarded by channels_mu_
 };
 
 }  // namespace space::api

@@ -183,61 +183,9 @@ Result<nlohmann::json> DecodeReply(std::string_view bytes) {
 }
 
 Status SendDatagram(int socket, std::string_view bytes, const std::vector<int>& fds) {
-  if (bytes.size() > kMaxMessageBytes || fds.size() > kMaxFds) return InvalidArgument("broker: datagram too large");
-  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  ssize_t n = RetryEintr([&] { return ::sendmsg(socket, &msg, MSG_NOSIGNAL); });
-  if (n < 0) {
-    if (errno == EPIPE || errno == ECONNRESET) return Unavailable("root broker channel: peer closed");
-    return ErrnoStatus("sendmsg", "root broker channel", errno);
-  }
-  return Status::Ok();
+  return space::SendDatagram(socket, bytes, fds, kChannelLimits);
 }
 
-Result<Datagram> ReceiveDatagram(int socket) {
-  Datagram d;
-  d.bytes.resize(kMaxMessageBytes + 1);
-  iovec iov{d.bytes.data(), d.bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  // Room for more descriptors than allowed, so a sender that attaches too many is refused
-  // (and its descriptors closed) rather than having them silently truncated.
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = RetryEintr([&] { return ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_TRUNC); });
-  if (n < 0) {
-    if (errno == ECONNRESET) return Unavailable("root broker channel: peer closed");
-    return ErrnoStatus("recvmsg", "root broker channel", errno);
-  }
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      d.fds.emplace_back(fd);
-    }
-  }
-  if (n == 0) return Unavailable("root broker channel: peer closed");
-  if (static_cast<size_t>(n) > kMaxMessageBytes) return InvalidArgument("broker: datagram exceeds 128 KiB");
-  if (msg.msg_flags & MSG_CTRUNC) return InvalidArgument("broker: too many descriptors");
-  if (d.fds.size() > kMaxFds) return InvalidArgument("broker: too many descriptors");
-  d.bytes.resize(static_cast<size_t>(n));
-  return d;
-}
+Result<Datagram> ReceiveDatagram(int socket) { return space::ReceiveDatagram(socket, kChannelLimits); }
 
 }  // namespace space::broker

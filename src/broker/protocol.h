@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/datagram.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "network/firewall.h"
@@ -66,12 +67,9 @@ std::string EncodeError(const Status& status);
 // The node's view of a reply: its fields, or the broker's error as a Status.
 Result<nlohmann::json> DecodeReply(std::string_view bytes);
 
-// One datagram with its descriptors. Receive closes descriptors beyond kMaxFds and refuses a
-// truncated datagram or control message.
-struct Datagram {
-  std::string bytes;
-  std::vector<UniqueFd> fds;
-};
+// One datagram over the broker channel (common/datagram.h), within kMaxMessageBytes and
+// kMaxFds: Receive closes the descriptors of a datagram over them and refuses it.
+inline constexpr DatagramLimits kChannelLimits{kMaxMessageBytes, kMaxFds, "root broker channel"};
 Status SendDatagram(int socket, std::string_view bytes, const std::vector<int>& fds = {});
 // Blocks until one datagram arrives. kUnavailable when the peer is gone.
 Result<Datagram> ReceiveDatagram(int socket);

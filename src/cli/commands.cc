@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "broker/broker.h"
+#include "front/front.h"
 #include "common/base64.h"
 #include "cli/client.h"
 #include "cli/egress_commands.h"
@@ -107,11 +108,36 @@ int RunBrokerCommand(int argc, char** argv) {
   return broker::RunBroker(static_cast<int>(fd), static_cast<pid_t>(node_pid));
 }
 
+// `space api-front --channel-fd N --listen-fd M --node-pid P`: hidden; `space dev` and
+// `space node` start it as their API front (front/front.h).
+int RunFrontCommand(int argc, char** argv) {
+  long channel = -1, listen = -1, node_pid = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    char* end = nullptr;
+    long v = std::strtol(argv[i + 1], &end, 10);
+    if (end == argv[i + 1] || *end != '\0' || v <= 0 || v > 0x7fffffffL) return 2;
+    if (flag == "--channel-fd") channel = v;
+    else if (flag == "--listen-fd") listen = v;
+    else if (flag == "--node-pid") node_pid = v;
+    else return 2;
+  }
+  if (channel < 3 || listen < 3 || channel == listen || node_pid <= 0 || argc != 8) {
+    std::cerr << "space api-front: started by the node only (--channel-fd N --listen-fd M --node-pid P)\n";
+    return 2;
+  }
+  int code = front::RunFront(static_cast<int>(channel), static_cast<int>(listen), static_cast<pid_t>(node_pid));
+  // Connection threads may still be inside a request; skip static destructors under them.
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "gateway-worker") return RunGatewayWorkerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "broker") return RunBrokerCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "api-front") return RunFrontCommand(argc, argv);
   CLI::App app{"SPACE: sandboxes for agentic code execution"};
   app.require_subcommand(1);
   bool json = false;

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/syscall.h"
 #include "e2b/e2b.h"
+#include "front/front_process.h"
 #include "node/heartbeat.h"
 #include "node/node.h"
 #include "store/open_store.h"
@@ -95,12 +96,21 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: --listen must be ADDR:PORT\n";
     return 2;
   }
-  // First, while this is the only thread: capability sets are per thread, and the broker is
+  // The API's socket, bound first: binding below 1024 is the only use of CAP_NET_BIND_SERVICE
+  // (the gateway binds high ports), which then goes with the rest. The node never accepts on
+  // it: its API front does (front/front.h).
+  auto listener = api::ListenTcp(hc.address, hc.port);
+  if (!listener.ok()) {
+    std::cerr << "space dev: " << listener.status().ToString() << "\n";
+    return 1;
+  }
+  auto listening_port = api::ListeningPort(listener->get());
+  const uint16_t bound = listening_port.ok() ? *listening_port : hc.port;
+  // Then, while this is the only thread: capability sets are per thread, and the broker is
   // forked from this one.
   std::vector<int> drop(std::begin(kHostOnlyCapabilities), std::end(kHostOnlyCapabilities));
   drop.insert(drop.end(), std::begin(kUnusedCapabilities), std::end(kUnusedCapabilities));
-  // Binding below 1024 is the only use of CAP_NET_BIND_SERVICE (the gateway binds high ports).
-  if (hc.port == 0 || hc.port >= 1024) drop.push_back(CAP_NET_BIND_SERVICE);
+  drop.push_back(CAP_NET_BIND_SERVICE);
   if (Status st = DropCapabilities(drop); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
@@ -195,20 +205,22 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
   }
+  // The node's HTTP server listens on nothing: it serves the connections its API front hands
+  // it, each a request the front has already read whole from a client.
   api::HttpServer server(hc, [&api, &e2b](api::Request& req, api::Responder& res) {
     if (e2b::E2b::Handles(req)) return e2b.Handle(req, res);
     api.Handle(req, res);
   });
-  auto bound = server.Start();
-  if (!bound.ok()) {
-    std::cerr << "space dev: " << bound.status().ToString() << "\n";
+  auto front = front::FrontProcess::Start(std::move(*listener), &server);
+  if (!front.ok()) {
+    std::cerr << "space dev: " << front.status().ToString() << "\n";
     return 1;
   }
   std::unique_ptr<node::Heartbeat> heartbeat;
   if (fleet) {
     node::HeartbeatConfig hb;
     hb.name = options.node_name;
-    hb.url = options.advertise.empty() ? "http://" + hc.address + ":" + std::to_string(*bound) : options.advertise;
+    hb.url = options.advertise.empty() ? "http://" + hc.address + ":" + std::to_string(bound) : options.advertise;
     hb.capacity = options.capacity;
     heartbeat = std::make_unique<node::Heartbeat>(hb, node->get(), store->get());
     if (Status st = heartbeat->Start(); !st.ok()) {
@@ -226,12 +238,13 @@ int RunDev(const DevOptions& options) {
     broker_died = true;
     ::kill(::getpid(), SIGTERM);
   }).detach();
-  std::printf("SPACE listening on http://%s:%u\nAPI key in %s\n", hc.address.c_str(), *bound, key_path.c_str());
+  std::printf("SPACE listening on http://%s:%u\nAPI key in %s\n", hc.address.c_str(), bound, key_path.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&sigs, &sig);
   LogInfo("dev", "shutting down");
   if (heartbeat) heartbeat->Stop();
+  (*front)->Stop();
   server.Stop();
   (*node)->Stop();
   LogInfo("dev", "stopped");

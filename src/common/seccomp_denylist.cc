@@ -23,6 +23,24 @@ Status RuleError(const std::string& what, int rc) { return ErrnoStatus("seccomp 
 
 }  // namespace
 
+std::vector<const char*> HelperRefusedSyscalls() {
+  return {
+      "execve", "execveat",  // a helper runs no other program
+      "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+      "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+      "fsopen", "fsmount", "fsconfig", "fspick", "open_tree", "move_mount", "mount_setattr",
+      "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
+      "bpf", "perf_event_open", "userfaultfd",
+      "keyctl", "add_key", "request_key",
+      "open_by_handle_at", "name_to_handle_at",
+      "io_uring_setup", "io_uring_enter", "io_uring_register",
+      "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog",
+      "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm",
+      "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "tkill",
+      "vm86", "vm86old", "nfsservctl", "uselib",
+  };
+}
+
 Status LoadDenyList(const DenyList& list) {
   std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return Internal("seccomp_init failed");

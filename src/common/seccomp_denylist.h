@@ -28,6 +28,11 @@ struct DenyList {
   std::vector<ArgMustEqual> arg_must_equal;
 };
 
+// What no SPACE helper process (the gateway worker, the API front) or the libraries it uses
+// calls: each is a way out of the helper (exec, namespaces, mounts, tracing) or a large kernel
+// surface (modules, bpf, io_uring, keyrings, ...).
+std::vector<const char*> HelperRefusedSyscalls();
+
 // Loads the filter for every thread of the calling process (TSYNC); a foreign architecture's
 // syscall kills the process. Requires no_new_privs or CAP_SYS_ADMIN.
 Status LoadDenyList(const DenyList& list);

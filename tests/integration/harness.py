@@ -243,6 +243,38 @@ def root_brokers(server_pid):
     return children_running(server_pid, "broker")
 
 
+def api_fronts(server_pid):
+    """Pids of the `space api-front` children of the server process (its API front)."""
+    return children_running(server_pid, "api-front")
+
+
+def socket_holders(inode):
+    """Pids with an open descriptor on socket `inode`."""
+    holders = set()
+    target = "socket:[%d]" % inode
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            for fd in os.listdir("/proc/%s/fd" % entry):
+                if os.readlink("/proc/%s/fd/%s" % (entry, fd)) == target:
+                    holders.add(int(entry))
+        except OSError:
+            continue
+    return holders
+
+
+def tcp_socket_inode(local_port, remote_port):
+    """The inode of the established IPv4 TCP socket local_port -> remote_port on this host."""
+    with open("/proc/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            cols = line.split()
+            local, remote = cols[1], cols[2]
+            if int(local.split(":")[1], 16) == local_port and int(remote.split(":")[1], 16) == remote_port:
+                return int(cols[9])
+    return None
+
+
 def pid_alive(pid):
     """Whether `pid` runs and is not a zombie."""
     try:

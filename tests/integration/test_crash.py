@@ -1,14 +1,15 @@
 """kill -9 of `space dev` at several moments, then restart: every sandbox is running again or
 cleanly gone, and nothing is left behind (cgroups, processes, mounts, loop devices)."""
 import os
+import signal
 import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Server, gateway_workers, is_root, mounts_under, node_cgroup_parents, pid_alive,  # noqa: E402
-                     processes_with_uid_at_least, root_brokers, space_cgroups)
+from harness import (Server, api_fronts, gateway_workers, is_root, mounts_under, node_cgroup_parents,  # noqa: E402
+                     pid_alive, processes_with_uid_at_least, root_brokers, space_cgroups)
 
 
 def loop_devices_for(path):
@@ -38,10 +39,12 @@ class CrashTest(unittest.TestCase):
         self.assertEqual(len(workers), 1, workers)
         brokers = root_brokers(self.s.proc.pid)
         self.assertEqual(len(brokers), 1, brokers)
+        fronts = api_fronts(self.s.proc.pid)
+        self.assertEqual(len(fronts), 1, fronts)
         self.s.kill9()
-        # The gateway worker and the root broker die with the node (PR_SET_PDEATHSIG): no
-        # stray process.
-        for child, what in ((workers[0], "gateway worker"), (brokers[0], "root broker")):
+        # The gateway worker, the root broker and the API front die with the node
+        # (PR_SET_PDEATHSIG): no stray process.
+        for child, what in ((workers[0], "gateway worker"), (brokers[0], "root broker"), (fronts[0], "API front")):
             for _ in range(100):
                 if not pid_alive(child):
                     break
@@ -73,6 +76,26 @@ class CrashTest(unittest.TestCase):
             self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
         self.assertEqual(self.sandbox_cgroups(), [])
         self.assertEqual(os.listdir(os.path.join(self.s.data_dir, "pool", "sandboxes")), [])
+
+    def test_kill9_of_the_api_front(self):
+        # The front is replaced; the node, its sandboxes and the port stay.
+        sid = self.s.create()
+        node = self.s.proc.pid
+        old = api_fronts(node)
+        self.assertEqual(len(old), 1, old)
+        os.kill(old[0], signal.SIGKILL)
+        new = []
+        for _ in range(100):
+            new = [p for p in api_fronts(node) if p != old[0] and pid_alive(p)]
+            if new:
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(new), 1, self.s.log_tail())
+        self.assertFalse(pid_alive(old[0]))
+        st, d = self.s.exec(sid, ["echo", "still here"])
+        self.assertEqual((st, d.get("stdout")), (200, "still here\n"), d)
+        self.assertEqual(self.s.proc.poll(), None)
+        self.assertIn("API front", self.s.log_tail())
 
     def test_kill9_at_several_moments_of_create(self):
         for delay in (0.0, 0.002, 0.01, 0.05):

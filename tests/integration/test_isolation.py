@@ -6,7 +6,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Server, is_root, proc_status, root_brokers, space_cgroups  # noqa: E402
+from harness import (Server, api_fronts, is_root, proc_status, root_brokers, socket_holders,  # noqa: E402
+                     space_cgroups, tcp_socket_inode)
 
 
 @unittest.skipUnless(is_root(), "needs root")
@@ -101,6 +102,33 @@ class IsolationTest(unittest.TestCase):
                 continue
             for field in ("CapBnd", "CapEff", "CapPrm"):
                 self.assertEqual(int(ts[field], 16) & gone, 0, (tid, field, ts[field]))
+
+    def test_api_front_is_unprivileged(self):
+        # The API front (src/front/front.h) is the process clients talk to: nobody, no
+        # capability in any set, no_new_privs, its own seccomp filter, chrooted into an empty
+        # directory.
+        fronts = api_fronts(self.s.proc.pid)
+        self.assertEqual(len(fronts), 1, fronts)
+        st = proc_status(fronts[0])
+        for field in ("Uid", "Gid"):
+            self.assertEqual(st[field].split(), ["65534"] * 4, (field, st[field]))
+        self.assertEqual(st["Groups"].strip(), "")
+        for field in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"):
+            self.assertEqual(int(st[field], 16), 0, (field, st[field]))
+        self.assertEqual(st["NoNewPrivs"], "1")
+        self.assertEqual(st["Seccomp"], "2")
+        root = os.readlink("/proc/%d/root" % fronts[0])
+        self.assertTrue(root.endswith("/space/empty"), root)
+        self.assertEqual(os.listdir(root), [])
+        # A client's connection is the front's socket, never the node's: hold one open and
+        # find which processes have its server side.
+        port = int(self.s.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertIn(b"200", c.recv(4096))
+            inode = tcp_socket_inode(port, c.getsockname()[1])
+            self.assertIsNotNone(inode)
+            self.assertEqual(socket_holders(inode), {fronts[0]})
 
     def test_root_is_not_host_root(self):
         uid_map = self.sh("cat /proc/self/uid_map")["stdout"].split()

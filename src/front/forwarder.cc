@@ -1,0 +1,128 @@
+#include "front/forwarder.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "api/http_server.h"
+#include "common/datagram.h"
+#include "common/log.h"
+#include "common/syscall.h"
+
+namespace space::front {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using Stream = asio::generic::stream_protocol::socket;
+
+// Connection-level headers (RFC 9110 7.6.1) and the client's framing: the front re-frames the
+// request with its own Content-Length and Connection: close.
+bool HopByHop(const std::string& lower) {
+  static const char* const kNames[] = {"connection", "keep-alive", "proxy-connection", "proxy-authenticate",
+                                       "proxy-authorization", "te", "trailer", "transfer-encoding",
+                                       "upgrade", "content-length", "expect"};
+  return std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return lower == n; });
+}
+
+// Response headers the front's own responder writes itself.
+bool SetByResponder(const std::string& lower, bool stream) {
+  return HopByHop(lower) || lower == "server" || lower == "content-type" || (stream && lower == "cache-control");
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Status NodeFailed(const std::string& what, const beast::error_code& ec) {
+  return Unavailable("the node did not answer (" + what + ": " + ec.message() + "); retry shortly");
+}
+
+}  // namespace
+
+Result<UniqueFd> Forwarder::Connect() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return ErrnoStatus("socketpair", "connection to the node", errno);
+  }
+  UniqueFd mine(sv[0]), theirs(sv[1]);
+  std::lock_guard<std::mutex> lock(send_mu_);
+  RETURN_IF_ERROR(SendDatagram(channel_, "c", {theirs.get()}, api::kConnectionChannelLimits));
+  return mine;
+}
+
+void Forwarder::Handle(api::Request& req, api::Responder& res) {
+  Result<UniqueFd> conn = Connect();
+  if (!conn.ok()) {
+    LogWarn("front", conn.status().ToString());
+    return res.SendError(Unavailable("the node is not answering; retry shortly"));
+  }
+  asio::io_context io;
+  Stream node(io);
+  beast::error_code ec;
+  node.assign(Stream::protocol_type(AF_UNIX, SOCK_STREAM), conn->release(), ec);
+  if (ec) return res.SendError(NodeFailed("socket", ec));
+
+  http::request<http::string_body> out;
+  out.version(11);
+  out.method_string(req.method);
+  out.target(req.target);
+  for (const auto& [name, value] : req.headers) {
+    if (!HopByHop(name)) out.set(name, value);
+  }
+  out.keep_alive(false);
+  out.body() = std::move(req.body);
+  out.prepare_payload();
+  http::write(node, out, ec);
+  if (ec) return res.SendError(NodeFailed("send", ec));
+
+  beast::flat_buffer buffer;
+  http::response_parser<http::empty_body> head;
+  head.header_limit(64 * 1024);
+  head.body_limit(kMaxRelayedBodyBytes);  // checked against Content-Length with the header
+  if (req.method == "HEAD") head.skip(true);
+  http::read_header(node, buffer, head, ec);
+  if (ec) return res.SendError(NodeFailed("response", ec));
+  const auto& msg = head.get();
+  const int status = static_cast<int>(msg.result_int());
+  const std::string content_type(msg[http::field::content_type]);
+  const bool stream = !head.is_done() && head.need_eof();
+  for (const auto& f : msg) {
+    std::string name = Lower(f.name_string());
+    if (!SetByResponder(name, stream)) res.AddHeader(std::string(f.name_string()), std::string(f.value()));
+  }
+  if (head.is_done()) return res.Send(status, content_type, "");
+  if (!stream) {
+    http::response_parser<http::string_body> whole(std::move(head));
+    whole.body_limit(kMaxRelayedBodyBytes);
+    http::read(node, buffer, whole, ec);
+    if (ec) return res.SendError(NodeFailed("response body", ec));
+    return res.Send(status, content_type, std::move(whole.get().body()));
+  }
+  // A stream ends when the node closes it. Relay what arrives as it arrives; a client that
+  // went away ends it from this side (closing makes the node's next write fail).
+  if (!res.StartStream(status, content_type).ok()) return;
+  std::string chunk(beast::buffers_to_string(buffer.data()));
+  buffer.consume(buffer.size());
+  if (!chunk.empty() && !res.Write(chunk).ok()) return;
+  char buf[64 * 1024];
+  for (;;) {
+    size_t n = node.read_some(asio::buffer(buf, sizeof buf), ec);
+    if (n > 0 && !res.Write(std::string_view(buf, n)).ok()) return;
+    if (ec) return;
+  }
+}
+
+}  // namespace space::front

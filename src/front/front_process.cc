@@ -1,0 +1,130 @@
+#include "front/front_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/datagram.h"
+#include "common/log.h"
+#include "common/syscall.h"
+
+namespace space::front {
+namespace {
+
+constexpr int kChannelFd = 3;
+constexpr int kListenFd = 4;
+constexpr int kReadyTimeoutMs = 10000;
+// A front that keeps dying is restarted at most this often.
+constexpr auto kRestartDelay = std::chrono::milliseconds(500);
+
+}  // namespace
+
+Result<std::unique_ptr<FrontProcess>> FrontProcess::Start(UniqueFd listen_fd, api::HttpServer* server) {
+  std::unique_ptr<FrontProcess> f(new FrontProcess(std::move(listen_fd), server));
+  ASSIGN_OR_RETURN(UniqueFd pidfd, f->Spawn());
+  f->supervisor_ = std::thread([p = f.get(), fd = std::move(pidfd)]() mutable { p->Supervise(std::move(fd)); });
+  return f;
+}
+
+Result<UniqueFd> FrontProcess::Spawn() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair", "API front", errno);
+  UniqueFd mine(sv[0]), theirs(sv[1]);
+  // Built before fork: after it, only async-signal-safe calls.
+  const pid_t node_pid = ::getpid();
+  std::vector<std::string> args = {"space", "api-front", "--channel-fd", std::to_string(kChannelFd),
+                                   "--listen-fd", std::to_string(kListenFd), "--node-pid", std::to_string(node_pid)};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string path = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";  // not the node's environment (SPACE_KEK)
+  char* envp[] = {path.data(), nullptr};
+  const int child_channel = theirs.get(), listen = listen_fd_.get();
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", "API front", errno);
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != node_pid) ::_exit(1);
+    int c = ::fcntl(child_channel, F_DUPFD, 10), l = ::fcntl(listen, F_DUPFD, 10);
+    if (c < 0 || l < 0 || ::dup2(c, kChannelFd) != kChannelFd || ::dup2(l, kListenFd) != kListenFd) ::_exit(126);
+    int keep[] = {0, 1, 2, kChannelFd, kListenFd};
+    if (CloseFdsExcept(keep, 5) != 0) ::_exit(126);
+    ::execve("/proc/self/exe", argv.data(), envp);
+    ::_exit(127);
+  }
+  theirs.reset();
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  auto fail = [&](Status st) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return st;
+  };
+  if (!pidfd.valid()) return fail(ErrnoStatus("pidfd_open", "API front", errno));
+  // Its first datagram says it dropped root and is accepting; exiting instead closes the channel.
+  pollfd p{mine.get(), POLLIN, 0};
+  if (RetryEintr([&] { return ::poll(&p, 1, kReadyTimeoutMs); }) <= 0) {
+    return fail(DeadlineExceeded("API front: not ready in 10 s"));
+  }
+  Result<Datagram> ready = ReceiveDatagram(mine.get(), api::kConnectionChannelLimits);
+  if (!ready.ok() || ready->bytes != "ready" || !ready->fds.empty()) {
+    return fail(Unavailable("API front did not start (its error is in the log above)"));
+  }
+  pid_ = pid;
+  server_->ServeChannel(std::move(mine));
+  return pidfd;
+}
+
+void FrontProcess::Supervise(UniqueFd pidfd) {
+  for (;;) {
+    pollfd p{pidfd.get(), POLLIN, 0};
+    while (RetryEintr([&] { return ::poll(&p, 1, -1); }) <= 0) {
+    }
+    int status = 0;
+    ::waitpid(pid_.load(), &status, 0);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) return;
+    LogError("front", "the API front (pid " + std::to_string(pid_.load()) + ") exited with status " +
+                          std::to_string(status) + "; starting a new one");
+    for (;;) {
+      if (cv_.wait_for(lock, kRestartDelay, [this] { return stopping_; })) return;
+      lock.unlock();
+      Result<UniqueFd> next = Spawn();
+      lock.lock();
+      if (next.ok()) {
+        pidfd = std::move(*next);
+        if (!stopping_) break;
+        ::kill(pid_.load(), SIGKILL);  // Stop came while it was starting
+        ::waitpid(pid_.load(), nullptr, 0);
+        return;
+      }
+      LogError("front", next.status().ToString());
+    }
+  }
+}
+
+void FrontProcess::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  // The front ignores SIGTERM (a Ctrl-C reaches the process group); it ends when the node's
+  // server closes its channel, or here.
+  if (pid_t pid = pid_.load(); pid > 0) ::kill(pid, SIGKILL);
+  if (supervisor_.joinable()) supervisor_.join();
+}
+
+}  // namespace space::front
