@@ -255,6 +255,12 @@ void HttpServer::Stop() {
     beast::error_code ec;
     acceptor_->close(ec);
   }
+  // Open connections: shut down (which wakes a thread waiting for a request or writing a
+  // stream), then wait a little for their threads to let go. A handler busy in the node (a
+  // long exec) may outlast the wait; `space dev` exits without destructors for that reason.
+  std::unique_lock<std::mutex> lock(conns_mu_);
+  for (Stream* conn : open_) ::shutdown(conn->native_handle(), SHUT_RDWR);
+  conns_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return open_.empty(); });
 }
 
 void HttpServer::AcceptLoop() {
@@ -275,16 +281,26 @@ void HttpServer::AcceptLoop() {
 }
 
 void HttpServer::Dispatch(Stream socket) {
-  if (connections_.load() >= config_.max_connections) {
-    TimedSocket timed(socket, 1000);
-    SendRaw(timed, Unavailable("too many connections; retry shortly"));
-    return;
+  auto conn = std::make_unique<Stream>(std::move(socket));
+  {
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    if (!stopping_ && open_.size() < static_cast<size_t>(config_.max_connections)) {
+      open_.insert(conn.get());
+      ++served_;
+      std::thread([this, conn = std::move(conn)]() mutable {
+        Serve(*conn);
+        // The connection goes while Stop may still be waiting for it (it holds conns_mu_ to
+        // look), so it never outlives the io_context it was made on.
+        std::lock_guard<std::mutex> lock(conns_mu_);
+        open_.erase(conn.get());
+        conn.reset();
+        conns_cv_.notify_all();
+      }).detach();
+      return;
+    }
   }
-  ++connections_;
-  std::thread([this, s = std::move(socket)]() mutable {
-    Serve(std::move(s));
-    --connections_;
-  }).detach();
+  TimedSocket timed(*conn, 1000);
+  SendRaw(timed, Unavailable(stopping_ ? "the server is stopping" : "too many connections; retry shortly"));
 }
 
 void HttpServer::ServeChannel(UniqueFd channel) {
@@ -315,7 +331,7 @@ void HttpServer::ServeChannel(UniqueFd channel) {
   });
 }
 
-void HttpServer::Serve(Stream socket) {
+void HttpServer::Serve(Stream& socket) {
   beast::error_code ec;
   TimedSocket timed(socket, config_.write_stall_timeout_ms);
   beast::flat_buffer buffer;

@@ -13,7 +13,9 @@
 #include <string>
 #include <thread>
 
+#include <condition_variable>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include <boost/asio/generic/stream_protocol.hpp>
@@ -69,10 +71,13 @@ class HttpServer {
   void ServeChannel(UniqueFd channel);
   void Stop();
 
+  // Connections accepted or handed over so far (each served on its own thread).
+  uint64_t connections_served() const { return served_.load(); }
+
  private:
   void AcceptLoop();
   void Dispatch(Stream socket);
-  void Serve(Stream socket);
+  void Serve(Stream& socket);
 
   const HttpServerConfig config_;
   const Handler handler_;
@@ -80,7 +85,10 @@ class HttpServer {
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
-  std::atomic<int> connections_{0};
+  std::mutex conns_mu_;
+  std::condition_variable conns_cv_;
+  std::set<Stream*> open_;  // connections being served; guarded by conns_mu_
+  std::atomic<uint64_t> served_{0};
   std::mutex channels_mu_;
   std::vector<int> channels_;                // guarded by channels_mu_
   std::vector<std::thread> channel_threads_;  // guarded by channels_mu_

@@ -24,6 +24,7 @@
 #include "front/front_process.h"
 #include "node/heartbeat.h"
 #include "node/node.h"
+#include "node/node_seccomp.h"
 #include "store/open_store.h"
 #include "store/store.h"
 
@@ -125,6 +126,12 @@ int RunDev(const DevOptions& options) {
   if (Status st = DropCapabilities({std::begin(broker::kNodeDroppedCapabilities),
                                     std::end(broker::kNodeDroppedCapabilities)});
       !st.ok()) {
+    std::cerr << "space dev: " << st.ToString() << "\n";
+    return 1;
+  }
+  // The kernel surfaces CAP_SYS_ADMIN still opens and nothing of SPACE uses (bpf, perf, ...):
+  // refused for good, in this process and everything it starts.
+  if (Status st = node::LoadNodeSeccomp(); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
   }

@@ -23,22 +23,29 @@ Status RuleError(const std::string& what, int rc) { return ErrnoStatus("seccomp 
 
 }  // namespace
 
-std::vector<const char*> HelperRefusedSyscalls() {
+std::vector<const char*> KernelSurfaceSyscalls() {
   return {
-      "execve", "execveat",  // a helper runs no other program
-      "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
-      "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-      "fsopen", "fsmount", "fsconfig", "fspick", "open_tree", "move_mount", "mount_setattr",
       "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
       "bpf", "perf_event_open", "userfaultfd",
       "keyctl", "add_key", "request_key",
       "open_by_handle_at", "name_to_handle_at",
       "io_uring_setup", "io_uring_enter", "io_uring_register",
-      "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog",
+      "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "lookup_dcookie", "syslog",
       "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm",
-      "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "tkill",
       "vm86", "vm86old", "nfsservctl", "uselib",
   };
+}
+
+std::vector<const char*> HelperRefusedSyscalls() {
+  std::vector<const char*> list = KernelSurfaceSyscalls();
+  list.insert(list.end(), {
+      "execve", "execveat",  // a helper runs no other program
+      "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+      "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+      "fsopen", "fsmount", "fsconfig", "fspick", "open_tree", "move_mount", "mount_setattr",
+      "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "tkill",
+  });
+  return list;
 }
 
 Status LoadDenyList(const DenyList& list) {

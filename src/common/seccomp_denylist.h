@@ -28,9 +28,16 @@ struct DenyList {
   std::vector<ArgMustEqual> arg_must_equal;
 };
 
-// What no SPACE helper process (the gateway worker, the API front) or the libraries it uses
-// calls: each is a way out of the helper (exec, namespaces, mounts, tracing) or a large kernel
-// surface (modules, bpf, io_uring, keyrings, ...).
+// Large kernel surfaces and host-wide administration that no SPACE process and nothing a
+// sandbox may run uses: modules, kexec, bpf, perf, userfaultfd, keyrings, file handles,
+// io_uring, swap, accounting, quotas, the kernel log, the clock, port I/O. Every sandbox
+// refuses them too (runtime/ns/seccomp.cc), so the node's own filter, which is this list and
+// which its children inherit, changes nothing for them.
+std::vector<const char*> KernelSurfaceSyscalls();
+
+// KernelSurfaceSyscalls plus what no SPACE helper process (the gateway worker, the API front)
+// or the libraries it uses calls, each a way out of the helper: exec, tracing, mounts and
+// namespaces, pidfds, tkill.
 std::vector<const char*> HelperRefusedSyscalls();
 
 // Loads the filter for every thread of the calling process (TSYNC); a foreign architecture's

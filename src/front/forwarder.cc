@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <string>
 
 #include "api/http_server.h"
+#include "common/clock.h"
 #include "common/datagram.h"
 #include "common/log.h"
 #include "common/syscall.h"
@@ -24,7 +26,6 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using Stream = asio::generic::stream_protocol::socket;
 
 // Connection-level headers (RFC 9110 7.6.1) and the client's framing: the front re-frames the
 // request with its own Content-Length and Connection: close.
@@ -52,29 +53,40 @@ Status NodeFailed(const std::string& what, const beast::error_code& ec) {
 
 }  // namespace
 
-Result<UniqueFd> Forwarder::Connect() {
+Result<std::unique_ptr<Forwarder::NodeStream>> Forwarder::Connect() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     return ErrnoStatus("socketpair", "connection to the node", errno);
   }
   UniqueFd mine(sv[0]), theirs(sv[1]);
-  std::lock_guard<std::mutex> lock(send_mu_);
-  RETURN_IF_ERROR(SendDatagram(channel_, "c", {theirs.get()}, api::kConnectionChannelLimits));
-  return mine;
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    RETURN_IF_ERROR(SendDatagram(channel_, "c", {theirs.get()}, api::kConnectionChannelLimits));
+  }
+  auto stream = std::make_unique<NodeStream>(io_);
+  beast::error_code ec;
+  stream->assign(NodeStream::protocol_type(AF_UNIX, SOCK_STREAM), mine.release(), ec);
+  if (ec) return Internal("connection to the node: " + ec.message());
+  return stream;
+}
+
+std::unique_ptr<Forwarder::NodeStream> Forwarder::TakeIdle() {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  const int64_t now = MonoNowNs();
+  while (!idle_.empty()) {
+    Idle last = std::move(idle_.back());
+    idle_.pop_back();
+    if (now - last.since_ns < kIdleKeepNs) return std::move(last.stream);
+  }
+  return nullptr;
+}
+
+void Forwarder::PutIdle(std::unique_ptr<NodeStream> stream) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_.size() < kMaxIdle) idle_.push_back({std::move(stream), MonoNowNs()});
 }
 
 void Forwarder::Handle(api::Request& req, api::Responder& res) {
-  Result<UniqueFd> conn = Connect();
-  if (!conn.ok()) {
-    LogWarn("front", conn.status().ToString());
-    return res.SendError(Unavailable("the node is not answering; retry shortly"));
-  }
-  asio::io_context io;
-  Stream node(io);
-  beast::error_code ec;
-  node.assign(Stream::protocol_type(AF_UNIX, SOCK_STREAM), conn->release(), ec);
-  if (ec) return res.SendError(NodeFailed("socket", ec));
-
   http::request<http::string_body> out;
   out.version(11);
   out.method_string(req.method);
@@ -82,33 +94,57 @@ void Forwarder::Handle(api::Request& req, api::Responder& res) {
   for (const auto& [name, value] : req.headers) {
     if (!HopByHop(name)) out.set(name, value);
   }
-  out.keep_alive(false);
+  out.keep_alive(true);
   out.body() = std::move(req.body);
   out.prepare_payload();
-  http::write(node, out, ec);
-  if (ec) return res.SendError(NodeFailed("send", ec));
 
+  // A kept connection may have been closed by the node (idle) just as it was taken; the node
+  // then never read this request, so it is sent once more on a new connection.
+  std::unique_ptr<NodeStream> node = TakeIdle();
+  bool reused = node != nullptr;
   beast::flat_buffer buffer;
-  http::response_parser<http::empty_body> head;
-  head.header_limit(64 * 1024);
-  head.body_limit(kMaxRelayedBodyBytes);  // checked against Content-Length with the header
-  if (req.method == "HEAD") head.skip(true);
-  http::read_header(node, buffer, head, ec);
-  if (ec) return res.SendError(NodeFailed("response", ec));
-  const auto& msg = head.get();
+  std::optional<http::response_parser<http::empty_body>> head;
+  beast::error_code ec;
+  for (;;) {
+    if (!node) {
+      Result<std::unique_ptr<NodeStream>> fresh = Connect();
+      if (!fresh.ok()) {
+        LogWarn("front", fresh.status().ToString());
+        return res.SendError(Unavailable("the node is not answering; retry shortly"));
+      }
+      node = std::move(*fresh);
+    }
+    head.emplace();
+    head->header_limit(64 * 1024);
+    head->body_limit(kMaxRelayedBodyBytes);  // checked against Content-Length with the header
+    if (req.method == "HEAD") head->skip(true);
+    ec = {};
+    http::write(*node, out, ec);
+    if (!ec) http::read_header(*node, buffer, *head, ec);
+    if (!ec) break;
+    if (!reused || buffer.size() != 0) return res.SendError(NodeFailed("response", ec));
+    reused = false;
+    node.reset();
+  }
+  const auto& msg = head->get();
   const int status = static_cast<int>(msg.result_int());
   const std::string content_type(msg[http::field::content_type]);
-  const bool stream = !head.is_done() && head.need_eof();
+  const bool stream = !head->is_done() && head->need_eof();
+  const bool keep = msg.keep_alive() && !stream;
   for (const auto& f : msg) {
     std::string name = Lower(f.name_string());
     if (!SetByResponder(name, stream)) res.AddHeader(std::string(f.name_string()), std::string(f.value()));
   }
-  if (head.is_done()) return res.Send(status, content_type, "");
+  if (head->is_done()) {
+    if (keep) PutIdle(std::move(node));
+    return res.Send(status, content_type, "");
+  }
   if (!stream) {
-    http::response_parser<http::string_body> whole(std::move(head));
+    http::response_parser<http::string_body> whole(std::move(*head));
     whole.body_limit(kMaxRelayedBodyBytes);
-    http::read(node, buffer, whole, ec);
+    http::read(*node, buffer, whole, ec);
     if (ec) return res.SendError(NodeFailed("response body", ec));
+    if (keep) PutIdle(std::move(node));
     return res.Send(status, content_type, std::move(whole.get().body()));
   }
   // A stream ends when the node closes it. Relay what arrives as it arrives; a client that
@@ -119,7 +155,7 @@ void Forwarder::Handle(api::Request& req, api::Responder& res) {
   if (!chunk.empty() && !res.Write(chunk).ok()) return;
   char buf[64 * 1024];
   for (;;) {
-    size_t n = node.read_some(asio::buffer(buf, sizeof buf), ec);
+    size_t n = node->read_some(asio::buffer(buf, sizeof buf), ec);
     if (n > 0 && !res.Write(std::string_view(buf, n)).ok()) return;
     if (ec) return;
   }

@@ -24,22 +24,16 @@
 namespace space::front {
 namespace {
 
-// Socket families the front never opens (it opens none: socket() itself is refused; these
-// cover socketpair, which it uses for AF_UNIX only).
-constexpr int kRefusedFamilies[] = {AF_INET,  AF_INET6, AF_NETLINK, AF_PACKET,    AF_KEY, AF_ALG, AF_VSOCK,
-                                    AF_XDP,   AF_TIPC,  AF_RDS,     AF_BLUETOOTH, AF_CAN, AF_NFC};
-
 Status LoadFrontSeccomp() {
   DenyList list;
   list.syscalls = HelperRefusedSyscalls();
-  // New sockets, outgoing connections and new listeners: the front accepts on the socket it
-  // was given and reaches the node only through socketpair + its channel.
+  // New sockets (of any family), outgoing connections and new listeners: the front accepts on
+  // the socket it was given and reaches the node only through socketpair and its channel.
   for (const char* s : {"socket", "connect", "bind", "listen", "setuid", "setgid", "setreuid", "setregid",
                         "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capset"}) {
     list.syscalls.push_back(s);
   }
-  list.socket_families.assign(std::begin(kRefusedFamilies), std::end(kRefusedFamilies));
-  return LoadDenyList(list);
+  return LoadDenyList(list);  // no new namespaces, signals only to itself
 }
 
 Status CheckNoCapabilities() {

@@ -103,6 +103,11 @@ class IsolationTest(unittest.TestCase):
             for field in ("CapBnd", "CapEff", "CapPrm"):
                 self.assertEqual(int(ts[field], 16) & gone, 0, (tid, field, ts[field]))
 
+    def test_node_has_its_own_seccomp_filter(self):
+        # src/node/node_seccomp.h: bpf, perf, io_uring, keyrings, file handles... refused in the
+        # node (which keeps CAP_SYS_ADMIN for now) and everything it starts.
+        self.assertEqual(proc_status(self.s.proc.pid)["Seccomp"], "2")
+
     def test_api_front_is_unprivileged(self):
         # The API front (src/front/front.h) is the process clients talk to: nobody, no
         # capability in any set, no_new_privs, its own seccomp filter, chrooted into an empty

@@ -976,9 +976,15 @@ def run_case(name, fn, timeout=20):
             st = None
             break
         time.sleep(0.02)
+    # Only what is already written: a process the case left behind may hold the pipe open
+    # for ever, and must not hang the whole probe (it ends with the sandbox).
+    os.set_blocking(r, False)
     data = b""
     while True:
-        chunk = os.read(r, 65536)
+        try:
+            chunk = os.read(r, 65536)
+        except BlockingIOError:
+            break
         if not chunk:
             break
         data += chunk

@@ -677,6 +677,22 @@ def _(ctx):
     return b" 200 " not in out[:12] or out.count(b"HTTP/1.1") <= 1, "answer %r" % out[:60]
 
 
+@attempt("api.header_injection_through_the_front")
+def _(ctx):
+    # The API front re-serializes each request for the node (src/front/forwarder.cc). A header
+    # value that carried a line break there would become a header of the attacker's choosing at
+    # the node: here team b's request tries to smuggle team a's key in, by obs-fold, a bare LF
+    # and a bare CR, to read team a's sandbox.
+    target = b"GET /v1/sandboxes/" + ctx.a.encode() + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + \
+        ctx.key_b.encode()
+    inject = b"Authorization: Bearer " + ctx.s.key.encode()
+    outs = []
+    for sep in (b"\r\n ", b"\n", b"\r", b"\r\n\t"):
+        out = raw_request(ctx, target + b"\r\nX-Pad: a" + sep + inject + b"\r\n\r\n", read_timeout=10)
+        outs.append(out[:12])
+    return alive(ctx) and all(b" 200 " not in o for o in outs), "answers %s" % outs
+
+
 @attempt("api.slowloris_headers")
 def _(ctx):
     socks, closed = [], []

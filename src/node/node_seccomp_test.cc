@@ -1,0 +1,86 @@
+#include "node/node_seccomp.h"
+
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/perf_event.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace space::node {
+namespace {
+
+// Runs `body` in a forked child that loaded the filter; returns the child's exit code (0 when
+// every check held).
+int InFilteredChild(const std::function<int()>& body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
+    if (!LoadNodeSeccomp().ok()) ::_exit(91);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+bool Refused(long rc) { return rc < 0 && errno == EPERM; }
+
+TEST(NodeSeccompTest, RefusesTheKernelSurfacesRootWouldStillHave) {
+  int code = InFilteredChild([]() -> int {
+    bpf_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.map_type = BPF_MAP_TYPE_ARRAY;
+    attr.key_size = 4;
+    attr.value_size = 4;
+    attr.max_entries = 1;
+    if (!Refused(::syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof attr))) return 1;
+    perf_event_attr pe;
+    std::memset(&pe, 0, sizeof pe);
+    pe.size = sizeof pe;
+    pe.type = PERF_TYPE_SOFTWARE;
+    pe.config = PERF_COUNT_SW_CPU_CLOCK;
+    if (!Refused(::syscall(SYS_perf_event_open, &pe, 0, -1, -1, 0))) return 2;
+    if (!Refused(::syscall(SYS_io_uring_setup, 1, nullptr))) return 3;
+    if (!Refused(::syscall(SYS_userfaultfd, 0))) return 4;
+    if (!Refused(::syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0))) return 5;
+    if (!Refused(::syscall(SYS_open_by_handle_at, AT_FDCWD, nullptr, O_RDONLY))) return 6;
+    if (!Refused(::syscall(SYS_syslog, 10 /* SYSLOG_ACTION_SIZE_BUFFER */, nullptr, 0))) return 7;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "the numbered check in the child failed";
+}
+
+TEST(NodeSeccompTest, LeavesWhatTheNodeAndItsChildrenDo) {
+  int code = InFilteredChild([]() -> int {
+    // Programs (template builds, QEMU), threads, signals to other processes.
+    pid_t child = ::fork();
+    if (child == 0) {
+      char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+      ::execve("/bin/true", argv, nullptr);
+      ::_exit(127);
+    }
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+    bool ran = false;
+    std::thread([&] { ran = true; }).join();
+    if (!ran) return 2;
+    if (::kill(::getppid(), 0) != 0) return 3;
+    // New namespaces, as a sandbox launch makes them (a user namespace needs no privilege).
+    if (::unshare(CLONE_NEWUSER) != 0) return 4;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "the numbered check in the child failed";
+}
+
+}  // namespace
+}  // namespace space::node
