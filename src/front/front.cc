@@ -90,6 +90,9 @@ int RunFront(int channel_fd, int listen_fd, pid_t node_pid) {
     std::cerr << "space api-front: " << st.ToString() << "\n";
     return 1;
   }
+  // The uid change cleared the parent-death signal: armed again, then the node checked again.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != node_pid) return 1;
   api::HttpServerConfig hc;
   hc.listen_fd = listen_fd;
   Forwarder forwarder(channel_fd);
