@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/filtered_child_test_util.h"
+
 #include "broker/broker_client.h"
 #include "common/syscall.h"
 
@@ -143,18 +145,9 @@ TEST_F(BrokerRootTest, ServesTheNodeOverItsSocket) {
   ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 
-// Runs `body` in a forked child that loaded the broker's filter; its exit code (0: every
-// check held). Run as root, so each refused call would succeed unfiltered.
+// The broker's filter in a child, as root, so each refused call would succeed unfiltered.
 int InFilteredChild(const std::function<int()>& body) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
-    if (!LoadBrokerSeccomp().ok()) ::_exit(91);
-    ::_exit(body());
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  return testing::InRestrictedChild(LoadBrokerSeccomp, body);
 }
 
 TEST_F(BrokerRootTest, SeccompRefusesWaysOutAndKeepsWhatTheBrokerUses) {

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <set>
 #include <sstream>
+#include <string>
 
 #include "broker/broker.h"
 #include "front/front.h"
@@ -62,71 +65,60 @@ std::pair<std::string, std::string> SplitRemote(const std::string& s) {
   return {"", s};
 }
 
-// `space gateway-worker --fd N --node-pid P --uid U`: hidden; the node starts it (node/gateway_process.h)
-// as its unprivileged egress gateway. Not for people, so parsed by hand and left out of --help.
-int RunGatewayWorkerCommand(int argc, char** argv) {
-  int fd = -1;
-  long node_pid = 0;
-  long uid = -1;
+// The hidden helper subcommands below are started by the node only, never by people: parsed
+// by hand (left out of --help) as exactly the `--name N` pairs in `flags`, each N a positive
+// int; false on anything else.
+bool ParseHelperFlags(int argc, char** argv, std::map<std::string, long>* flags) {
+  if (argc != 2 + 2 * static_cast<int>(flags->size())) return false;
+  std::set<std::string> seen;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     char* end = nullptr;
     long v = std::strtol(argv[i + 1], &end, 10);
-    if (end == argv[i + 1] || *end != '\0' || v < 0) return 2;
-    if (flag == "--fd") fd = static_cast<int>(v);
-    else if (flag == "--node-pid") node_pid = v;
-    else if (flag == "--uid") uid = v;
-    else return 2;
+    if (end == argv[i + 1] || *end != '\0' || v <= 0 || v > 0x7fffffffL) return false;
+    if (!flags->count(flag) || !seen.insert(flag).second) return false;
+    (*flags)[flag] = v;
   }
-  if (fd < 3 || argc % 2 != 0 || uid < static_cast<long>(gateway::kMinWorkerUid) || uid > 0x7fffffffL) {
+  return true;
+}
+
+// `space gateway-worker --fd N --node-pid P --uid U`: the node's unprivileged egress gateway
+// (node/gateway_process.h).
+int RunGatewayWorkerCommand(int argc, char** argv) {
+  std::map<std::string, long> f = {{"--fd", 0}, {"--node-pid", 0}, {"--uid", 0}};
+  if (!ParseHelperFlags(argc, argv, &f) || f["--fd"] < 3 || f["--uid"] < static_cast<long>(gateway::kMinWorkerUid)) {
     std::cerr << "space gateway-worker: started by the node only (--fd N --node-pid P --uid U)\n";
     return 2;
   }
-  int code = gateway::RunGatewayWorker(fd, static_cast<pid_t>(node_pid), static_cast<uid_t>(uid));
+  int code = gateway::RunGatewayWorker(static_cast<int>(f["--fd"]), static_cast<pid_t>(f["--node-pid"]),
+                                       static_cast<uid_t>(f["--uid"]));
   // Connection threads may still be unwinding; skip static destructors under them.
   std::fflush(nullptr);
   ::_exit(code);
 }
 
-// `space broker --fd N --node-pid P`: hidden; `space dev` and `space node` start it as their
-// root broker (broker/broker.h).
+// `space broker --fd N --node-pid P`: the root broker of `space dev` / `space node`
+// (broker/broker.h).
 int RunBrokerCommand(int argc, char** argv) {
-  long fd = -1, node_pid = 0;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    char* end = nullptr;
-    long v = std::strtol(argv[i + 1], &end, 10);
-    if (end == argv[i + 1] || *end != '\0' || v <= 0 || v > 0x7fffffffL) return 2;
-    if (flag == "--fd") fd = v;
-    else if (flag == "--node-pid") node_pid = v;
-    else return 2;
-  }
-  if (fd < 3 || node_pid <= 0 || argc != 6) {
+  std::map<std::string, long> f = {{"--fd", 0}, {"--node-pid", 0}};
+  if (!ParseHelperFlags(argc, argv, &f) || f["--fd"] < 3) {
     std::cerr << "space broker: started by the node only (--fd N --node-pid P)\n";
     return 2;
   }
-  return broker::RunBroker(static_cast<int>(fd), static_cast<pid_t>(node_pid));
+  return broker::RunBroker(static_cast<int>(f["--fd"]), static_cast<pid_t>(f["--node-pid"]));
 }
 
-// `space api-front --channel-fd N --listen-fd M --node-pid P`: hidden; `space dev` and
-// `space node` start it as their API front (front/front.h).
+// `space api-front --channel-fd N --listen-fd M --node-pid P`: the API front of `space dev` /
+// `space node` (front/front.h).
 int RunFrontCommand(int argc, char** argv) {
-  long channel = -1, listen = -1, node_pid = 0;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    char* end = nullptr;
-    long v = std::strtol(argv[i + 1], &end, 10);
-    if (end == argv[i + 1] || *end != '\0' || v <= 0 || v > 0x7fffffffL) return 2;
-    if (flag == "--channel-fd") channel = v;
-    else if (flag == "--listen-fd") listen = v;
-    else if (flag == "--node-pid") node_pid = v;
-    else return 2;
-  }
-  if (channel < 3 || listen < 3 || channel == listen || node_pid <= 0 || argc != 8) {
+  std::map<std::string, long> f = {{"--channel-fd", 0}, {"--listen-fd", 0}, {"--node-pid", 0}};
+  if (!ParseHelperFlags(argc, argv, &f) || f["--channel-fd"] < 3 || f["--listen-fd"] < 3 ||
+      f["--channel-fd"] == f["--listen-fd"]) {
     std::cerr << "space api-front: started by the node only (--channel-fd N --listen-fd M --node-pid P)\n";
     return 2;
   }
-  int code = front::RunFront(static_cast<int>(channel), static_cast<int>(listen), static_cast<pid_t>(node_pid));
+  int code = front::RunFront(static_cast<int>(f["--channel-fd"]), static_cast<int>(f["--listen-fd"]),
+                             static_cast<pid_t>(f["--node-pid"]));
   // Connection threads may still be inside a request; skip static destructors under them.
   std::fflush(nullptr);
   ::_exit(code);

@@ -15,18 +15,13 @@
 
 #include <gtest/gtest.h>
 
+#include "common/filtered_child_test_util.h"
+
 namespace space::front {
 namespace {
 
 int AsFront(const std::string& empty_dir, const std::function<int()>& body) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (!DropToFront(empty_dir).ok()) ::_exit(90);
-    ::_exit(body());
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  return testing::InRestrictedChild([&] { return DropToFront(empty_dir); }, body, /*no_new_privs=*/false);
 }
 
 class FrontDropTest : public ::testing::Test {
@@ -73,7 +68,7 @@ TEST_F(FrontDropTest, EndsUnprivilegedInAnEmptyRoot) {
 TEST_F(FrontDropTest, RefusesAWritableRoot) {
   ASSERT_EQ(::mkdir(empty_.c_str(), 0777), 0);
   ASSERT_EQ(::chmod(empty_.c_str(), 0777), 0);
-  EXPECT_EQ(AsFront(empty_, [] { return 0; }), 90);
+  EXPECT_EQ(AsFront(empty_, [] { return 0; }), 91);
 }
 
 }  // namespace

@@ -15,21 +15,14 @@
 
 #include <gtest/gtest.h>
 
+#include "common/filtered_child_test_util.h"
+
 namespace space::gateway {
 namespace {
 
-// Runs `body` in a forked child that loaded the filter; returns the child's exit code (0 when
-// every check held). The test runs as root, so each refused call would succeed unfiltered.
+// The test runs as root, so each refused call would succeed unfiltered.
 int InFilteredChild(const std::function<int()>& body) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
-    if (!LoadWorkerSeccomp().ok()) ::_exit(91);
-    ::_exit(body());
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  return testing::InRestrictedChild(LoadWorkerSeccomp, body);
 }
 
 TEST(WorkerSeccompTest, RefusesWaysOutOfTheWorker) {

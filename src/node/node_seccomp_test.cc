@@ -16,21 +16,13 @@
 
 #include <gtest/gtest.h>
 
+#include "common/filtered_child_test_util.h"
+
 namespace space::node {
 namespace {
 
-// Runs `body` in a forked child that loaded the filter; returns the child's exit code (0 when
-// every check held).
 int InFilteredChild(const std::function<int()>& body) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
-    if (!LoadNodeSeccomp().ok()) ::_exit(91);
-    ::_exit(body());
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  return testing::InRestrictedChild(LoadNodeSeccomp, body);
 }
 
 bool Refused(long rc) { return rc < 0 && errno == EPERM; }
