@@ -1,9 +1,7 @@
 #include "broker/broker_client.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -11,6 +9,7 @@
 
 #include <string>
 
+#include "common/helper_spawn.h"
 #include "common/syscall.h"
 #include "network/netlink.h"
 
@@ -29,36 +28,15 @@ Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn() {
     return ErrnoStatus("socketpair", "root broker", errno);
   }
   UniqueFd mine(sv[0]), theirs(sv[1]);
-  // Built before fork: after it, only async-signal-safe calls.
-  const pid_t node_pid = ::getpid();
-  std::vector<std::string> args = {"space", "broker", "--fd", std::to_string(kBrokerFd), "--node-pid",
-                                   std::to_string(node_pid)};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // Not the node's environment: it may hold SPACE_KEK.
-  std::string path = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
-  char* envp[] = {path.data(), nullptr};
-  const int child_end = theirs.get();
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", "root broker", errno);
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    // A Ctrl-C reaches the whole process group; the broker must outlive the node's orderly
-    // shutdown (which asks it to remove the firewall), and exits when the node's end closes.
-    ::signal(SIGINT, SIG_IGN);
-    ::signal(SIGTERM, SIG_IGN);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != node_pid) ::_exit(1);
-    int c = ::fcntl(child_end, F_DUPFD, 10);
-    if (c < 0 || ::dup2(c, kBrokerFd) != kBrokerFd) ::_exit(126);
-    int keep[] = {0, 1, 2, kBrokerFd};
-    if (CloseFdsExcept(keep, 4) != 0) ::_exit(126);
-    ::execve("/proc/self/exe", argv.data(), envp);
-    ::_exit(127);
-  }
+  // A Ctrl-C reaches the whole process group; the broker must outlive the node's orderly
+  // shutdown (which asks it to remove the firewall), and exits when the node's end closes.
+  HelperSpec spec;
+  spec.args = {"space", "broker", "--fd", std::to_string(kBrokerFd), "--node-pid", std::to_string(::getpid())};
+  spec.fds = {{theirs.get(), kBrokerFd}};
+  spec.ignore_stop_signals = true;
+  Result<pid_t> spawned = SpawnHelper(spec);
+  if (!spawned.ok()) return spawned.status().Annotate("root broker");
+  const pid_t pid = *spawned;
   theirs.reset();
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) {

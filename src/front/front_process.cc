@@ -1,9 +1,7 @@
 #include "front/front_process.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -11,9 +9,9 @@
 
 #include <chrono>
 #include <string>
-#include <vector>
 
 #include "common/datagram.h"
+#include "common/helper_spawn.h"
 #include "common/log.h"
 #include "common/syscall.h"
 
@@ -39,31 +37,14 @@ Result<UniqueFd> FrontProcess::Spawn() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return ErrnoStatus("socketpair", "API front", errno);
   UniqueFd mine(sv[0]), theirs(sv[1]);
-  // Built before fork: after it, only async-signal-safe calls.
-  const pid_t node_pid = ::getpid();
-  std::vector<std::string> args = {"space", "api-front", "--channel-fd", std::to_string(kChannelFd),
-                                   "--listen-fd", std::to_string(kListenFd), "--node-pid", std::to_string(node_pid)};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string path = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";  // not the node's environment (SPACE_KEK)
-  char* envp[] = {path.data(), nullptr};
-  const int child_channel = theirs.get(), listen = listen_fd_.get();
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", "API front", errno);
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != node_pid) ::_exit(1);
-    int c = ::fcntl(child_channel, F_DUPFD, 10), l = ::fcntl(listen, F_DUPFD, 10);
-    if (c < 0 || l < 0 || ::dup2(c, kChannelFd) != kChannelFd || ::dup2(l, kListenFd) != kListenFd) ::_exit(126);
-    int keep[] = {0, 1, 2, kChannelFd, kListenFd};
-    if (CloseFdsExcept(keep, 5) != 0) ::_exit(126);
-    ::execve("/proc/self/exe", argv.data(), envp);
-    ::_exit(127);
-  }
+  HelperSpec spec;
+  spec.args = {"space", "api-front", "--channel-fd", std::to_string(kChannelFd), "--listen-fd", std::to_string(kListenFd),
+               "--node-pid", std::to_string(::getpid())};
+  spec.fds = {{theirs.get(), kChannelFd}, {listen_fd_.get(), kListenFd}};
+  spec.ignore_stop_signals = true;  // a Ctrl-C reaches the process group; the front ends with its channel
+  Result<pid_t> spawned = SpawnHelper(spec);
+  if (!spawned.ok()) return spawned.status().Annotate("API front");
+  const pid_t pid = *spawned;
   theirs.reset();
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   auto fail = [&](Status st) {

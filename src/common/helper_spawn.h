@@ -1,0 +1,28 @@
+// SpawnHelper: starts one of SPACE's own helper processes (`space broker`, `space api-front`):
+// this program's binary again, by /proc/self/exe, with a fixed argv, a PATH-only environment
+// (never the node's: it may hold SPACE_KEK), only the descriptors it is given, every signal
+// unblocked, and PR_SET_PDEATHSIG SIGKILL armed and checked against the forking process. The
+// parent-death signal fires when the forking *thread* ends: fork from a thread that lives as
+// long as the helper should.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+
+namespace space {
+
+struct HelperSpec {
+  std::vector<std::string> args;         // argv; args[0] is "space"
+  std::vector<std::pair<int, int>> fds;  // (descriptor here, its number in the helper, >= 3); at most 8
+  bool ignore_stop_signals = false;      // SIGINT and SIGTERM ignored (it outlives the node's orderly stop)
+};
+
+// The helper's pid. What the helper does next is its own affair; the caller waits for it.
+Result<pid_t> SpawnHelper(const HelperSpec& spec);
+
+}  // namespace space
