@@ -62,7 +62,7 @@ class IsolationTest(unittest.TestCase):
         # again: a new user namespace gets one, and its capabilities act only inside it.)
         host_only = [9, 16, 17, 20, 22, 25, 26, 28, 30, 32, 33, 34, 35, 36, 37, 38, 39]
         # ... and those it does not use (kUnusedCapabilities): IPC_LOCK, IPC_OWNER,
-        # SYS_RESOURCE, CHECKPOINT_RESTORE; NET_BIND_SERVICE, since it listens above 1024.
+        # SYS_RESOURCE, CHECKPOINT_RESTORE; NET_BIND_SERVICE, once the API socket is bound.
         host_only += [14, 15, 24, 40, 10]
         mask = sum(1 << c for c in host_only)
         tasks = os.listdir("/proc/%d/task" % self.s.proc.pid)
