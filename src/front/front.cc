@@ -1,5 +1,6 @@
 #include "front/front.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <poll.h>
@@ -19,6 +20,7 @@
 #include "common/log.h"
 #include "common/seccomp_denylist.h"
 #include "common/syscall.h"
+#include "common/unique_fd.h"
 #include "front/forwarder.h"
 
 namespace space::front {
@@ -56,12 +58,17 @@ Status DropToFront(const std::string& empty_dir) {
   // nor plant any there.
   RETURN_IF_ERROR(MakeDirs(empty_dir.substr(0, empty_dir.rfind('/')), 0755));
   if (::mkdir(empty_dir.c_str(), 0555) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", empty_dir, errno);
+  // Checked and entered through one descriptor, so what is checked is what becomes the root
+  // (a swap of the path in between, were its parent writable, changes nothing).
+  UniqueFd dir(::open(empty_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return ErrnoStatus("open", empty_dir, errno);
   struct stat st;
-  if (::lstat(empty_dir.c_str(), &st) != 0) return ErrnoStatus("stat", empty_dir, errno);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 0222) != 0) {
+  if (::fstat(dir.get(), &st) != 0) return ErrnoStatus("stat", empty_dir, errno);
+  if (st.st_uid != 0 || (st.st_mode & 0222) != 0) {
     return PermissionDenied(empty_dir + " must be a directory owned by root that nobody can write");
   }
-  if (::chroot(empty_dir.c_str()) != 0) return ErrnoStatus("chroot", empty_dir, errno);
+  if (::fchdir(dir.get()) != 0) return ErrnoStatus("fchdir", empty_dir, errno);
+  if (::chroot(".") != 0) return ErrnoStatus("chroot", empty_dir, errno);
   if (::chdir("/") != 0) return ErrnoStatus("chdir", "/", errno);
   // The bounding set first (needs CAP_SETPCAP), then the ids: changing every uid away from 0
   // clears the permitted, effective and ambient sets.
