@@ -957,6 +957,9 @@ def run_case(name, fn, timeout=20):
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        # Its own process group, so whatever the case leaves running is ended with it below:
+        # a leftover holding the exec's stdout would keep the whole probe's exec from ending.
+        os.setpgid(0, 0)
         try:
             held, detail = fn()
             out = {"held": bool(held), "detail": str(detail)[:400]}
@@ -976,6 +979,10 @@ def run_case(name, fn, timeout=20):
             st = None
             break
         time.sleep(0.02)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass  # nothing left of it
     # Only what is already written: a process the case left behind may hold the pipe open
     # for ever, and must not hang the whole probe (it ends with the sandbox).
     os.set_blocking(r, False)
