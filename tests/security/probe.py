@@ -571,14 +571,29 @@ def _():
 
 @case("k.ptrace_host_pids")
 def _():
+    # Host pid numbers may also name processes of this sandbox (pid 1 is spaced): those are
+    # not host processes, and attaching to them is no escape. Worse, PTRACE_ATTACH sends
+    # SIGSTOP, and a DETACH before the stop is seen fails (ESRCH), so the tracer's exit left
+    # spaced stopped and every exec of the sandbox hanging until its timeout: the escape
+    # suite's intermittent hang. So only a pid whose /proc entry here shows a host program is
+    # attached to, and an attach that works is waited for and undone.
     attached = []
     for pid in CFG.get("host_pids", []):
+        try:
+            comm = open("/proc/%d/comm" % pid).read().strip()
+        except OSError:
+            comm = None  # not visible here: the attach must fail with ESRCH
+        if comm is not None and comm not in CFG.get("host_comms", []):
+            continue
         rc, err = sys_call("ptrace", 16, pid, 0, 0)
         if rc == 0:
-            comm = open("/proc/%d/comm" % pid).read().strip()
+            try:
+                os.waitpid(pid, 0x40000000)  # __WALL: the attach stop
+            except OSError:
+                pass
             sys_call("ptrace", 17, pid, 0, 0)  # DETACH
-            if comm in CFG.get("host_comms", []):
-                attached.append("%d(%s)" % (pid, comm))
+            os.kill(pid, signal.SIGCONT)
+            attached.append("%d(%s)" % (pid, comm))
     return not attached, "attached to host processes: %s" % attached
 
 
