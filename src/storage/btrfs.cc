@@ -8,10 +8,12 @@
 #include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/statfs.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/syscall.h"
 
 namespace space::storage {
@@ -84,19 +86,41 @@ Result<std::string> QuotaSysfsDir(const std::string& path) {
 }
 
 Status KeepQuotaConsistent(const std::string& path, std::string* note) {
-  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_DIRECTORY));
   ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
   const std::string knob = dir + "/drop_subtree_threshold";
   if (::access(knob.c_str(), F_OK) == 0) RETURN_IF_ERROR(WriteSmallFile(knob, "8"));  // BTRFS_MAX_LEVEL
+  ASSIGN_OR_RETURN(bool started, RescanIfInconsistent(path));
+  // A rescan already running (EINPROGRESS) leaves the flag set too: say so either way.
   auto flag = ReadFileToString(dir + "/inconsistent", 16);
-  if (flag.ok() && !flag->empty() && (*flag)[0] == '1') {
-    struct btrfs_ioctl_quota_rescan_args args = {};
-    if (::ioctl(fd.get(), BTRFS_IOC_QUOTA_RESCAN, &args) != 0 && errno != EINPROGRESS) {
-      return ErrnoStatus("ioctl BTRFS_IOC_QUOTA_RESCAN", path, errno);
-    }
+  if (started || (flag.ok() && !flag->empty() && (*flag)[0] == '1')) {
     *note = "btrfs quota accounting was inconsistent; a rescan is running and disk limits are approximate until it ends";
   }
   return Status::Ok();
+}
+
+Result<bool> RescanIfInconsistent(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
+  auto flag = ReadFileToString(dir + "/inconsistent", 16);
+  if (!flag.ok() || flag->empty() || (*flag)[0] != '1') return false;
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_DIRECTORY));
+  struct btrfs_ioctl_quota_rescan_args args = {};
+  if (::ioctl(fd.get(), BTRFS_IOC_QUOTA_RESCAN, &args) == 0) return true;
+  if (errno == EINPROGRESS) return false;
+  return ErrnoStatus("ioctl BTRFS_IOC_QUOTA_RESCAN", path, errno);
+}
+
+Result<bool> WaitForRescan(const std::string& path, int timeout_ms) {
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(path, O_RDONLY | O_DIRECTORY));
+  const int64_t deadline = MonoNowNs() + int64_t{timeout_ms} * 1000000;
+  for (;;) {
+    struct btrfs_ioctl_quota_rescan_args args = {};
+    if (::ioctl(fd.get(), BTRFS_IOC_QUOTA_RESCAN_STATUS, &args) != 0) {
+      return ErrnoStatus("ioctl BTRFS_IOC_QUOTA_RESCAN_STATUS", path, errno);
+    }
+    if (args.flags == 0) return true;
+    if (MonoNowNs() > deadline) return false;
+    ::usleep(20000);
+  }
 }
 
 // libbtrfsutil has no qgroup query, so this reads the qgroup info item (0, QGROUP_INFO, id)

@@ -34,6 +34,14 @@ Result<std::string> QuotaSysfsDir(const std::string& path);
 //   until it ends) and says so in `*note`.
 // Kernels without the sysfs knob never skip: nothing to do there.
 Status KeepQuotaConsistent(const std::string& path, std::string* note);
+// Starts a quota rescan when the accounting of the filesystem holding `path` is marked
+// inconsistent. Linux 6.10+ also marks it so when its cleaner drops the qgroup of a deleted
+// subvolume whose numbers are not zero yet ("to be deleted qgroup ... has non-zero numbers",
+// seen on this pool after sandbox deletes); limits then do not hold until a rescan. True when
+// this call started one (false when the accounting is exact or a rescan already runs).
+Result<bool> RescanIfInconsistent(const std::string& path);
+// Waits up to `timeout_ms` for a running quota rescan to end; true when none runs any more.
+Result<bool> WaitForRescan(const std::string& path, int timeout_ms);
 // Bytes referenced only by subvolume `subvol_path` (its level-0 qgroup's "excl"), as of the
 // last committed transaction: syncfs first for an up-to-date figure. not_found when quotas
 // are off or the qgroup does not exist.

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "storage/backend.h"
+#include "storage/btrfs.h"
 #include "storage/digest.h"
 #include "storage/fs_util.h"
 #include "storage/names.h"
@@ -36,12 +37,25 @@ using TreeBuilder = std::function<Status(const std::string& dir, const ProgressF
 
 class PoolImpl final : public Pool {
  public:
-  PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend)
-      : templates_dir_(pool_dir + "/templates"),
+  PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota)
+      : pool_dir_(pool_dir),
+        btrfs_quota_(btrfs_quota),
+        templates_dir_(pool_dir + "/templates"),
         sandboxes_dir_(pool_dir + "/sandboxes"),
         snapshots_dir_(pool_dir + "/snapshots"),
         index_path_(templates_dir_ + "/index.json"),
         backend_(std::move(backend)) {}
+
+  void CheckDiskAccounting() override {
+    if (!btrfs_quota_) return;
+    auto started = RescanIfInconsistent(pool_dir_);
+    if (!started.ok()) {
+      LogWarn(kLog, "checking btrfs quota accounting: " + started.status().ToString());
+    } else if (*started) {
+      LogWarn(kLog, "btrfs quota accounting turned inconsistent (the kernel drops a deleted sandbox's qgroup "
+                    "before its numbers reach zero); started a rescan: disk limits are approximate until it ends");
+    }
+  }
 
   // Recovers from a crash or reboot: drops half-built templates, finishes or undoes
   // interrupted rollbacks, remounts overlay roots.
@@ -334,6 +348,8 @@ class PoolImpl final : public Pool {
     return info;
   }
 
+  const std::string pool_dir_;
+  const bool btrfs_quota_;
   const std::string templates_dir_;
   const std::string sandboxes_dir_;
   const std::string snapshots_dir_;
@@ -349,7 +365,7 @@ class PoolImpl final : public Pool {
 Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
   ASSIGN_OR_RETURN(PoolMount m, MountPool(config));
   std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
-  auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend));
+  auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled);
   RETURN_IF_ERROR(pool->Recover());
   LogInfo(kLog, "pool " + m.pool_dir + " open, kind " + pool->kind() +
                     (m.btrfs ? (m.quota_enabled ? ", quotas on" : ", quotas OFF") : ", disk limits not enforced"));

@@ -98,6 +98,11 @@ class Pool {
   // Bytes exclusively referenced by a snapshot (what deleting it frees; btrfs qgroup "excl"
   // when quotas are on, as of the last transaction commit), 0 if unknown.
   virtual uint64_t SnapshotExclusiveBytes(const std::string& snap_id) = 0;
+
+  // Disk limits hold only while btrfs quota accounting is exact: when the kernel has marked it
+  // inconsistent, starts a rescan and logs it. Cheap (one sysfs read); the node calls it every
+  // second. No-op without btrfs quotas.
+  virtual void CheckDiskAccounting() {}
 };
 
 }  // namespace space::storage

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "storage/btrfs.h"
@@ -87,7 +88,16 @@ Result<PoolMount> Finish(PoolMount m) {
     LogWarn(kLog, "cannot keep btrfs quota accounting exact (deleting large sandboxes may turn disk limits off "
                   "until a rescan): " + c.ToString());
   } else if (!note.empty()) {
+    // Limits hold only once the rescan is done: wait for it before any sandbox is created
+    // (seconds on a pool of a few templates), up to a minute, then go on and say so.
     LogWarn(kLog, note);
+    const int64_t t0 = MonoNowNs();
+    auto done = WaitForRescan(m.pool_dir, 60000);
+    if (done.ok() && *done) {
+      LogInfo(kLog, "btrfs quota rescan finished in " + std::to_string((MonoNowNs() - t0) / 1000000) + " ms");
+    } else {
+      LogWarn(kLog, "btrfs quota rescan still running after 60 s; disk limits are approximate until it ends");
+    }
   }
   return m;
 }
