@@ -20,6 +20,7 @@
 #include "common/syscall.h"
 #include "network/firewall.h"
 #include "network/netlink.h"
+#include "runtime/ns/cgroup.h"
 
 namespace space::broker {
 namespace {
@@ -29,9 +30,9 @@ bool PidfdAlive(int pidfd) { return ::syscall(SYS_pidfd_send_signal, pidfd, 0, n
 Result<pid_t> PidOfPidfd(int pidfd) {
   ASSIGN_OR_RETURN(std::string info, ReadFileToString("/proc/self/fdinfo/" + std::to_string(pidfd), 4096));
   size_t at = info.find("\nPid:");
-  if (at == std::string::npos) return InvalidArgument("net_attach: the descriptor is not a pidfd");
+  if (at == std::string::npos) return InvalidArgument("the descriptor is not a pidfd");
   long pid = std::strtol(info.c_str() + at + 5, nullptr, 10);
-  if (pid <= 0) return NotFound("net_attach: the sandbox's init has exited");
+  if (pid <= 0) return NotFound("the process has exited");
   return static_cast<pid_t>(pid);
 }
 
@@ -72,8 +73,37 @@ Status LoadBrokerSeccomp() {
   list.syscalls = KernelSurfaceSyscalls();
   list.syscalls.insert(list.syscalls.end(), std::begin(kRefusedSyscalls), std::end(kRefusedSyscalls));
   list.socket_families.assign(std::begin(kRefusedFamilies), std::end(kRefusedFamilies));
-  list.arg_must_equal = {{"setns", 1, CLONE_NEWNET}, {"pidfd_send_signal", 1, 0}};
+  // SIGKILL to any pid (a v1 cgroup's tasks, which only CAP_KILL reaches); every other signal
+  // only to itself.
+  list.signals_only_to_self = false;
+  const auto self = static_cast<uint64_t>(::getpid());
+  list.arg_must_equal = {{"setns", 1, CLONE_NEWNET},          {"pidfd_send_signal", 1, 0},
+                         {"kill", 1, SIGKILL},                {"tgkill", 0, self},
+                         {"rt_sigqueueinfo", 0, self},        {"rt_tgsigqueueinfo", 0, self}};
   return LoadDenyList(list);
+}
+
+bool IsNodeCgroupName(const std::string& name) {
+  if (name.size() != 6 + 16 || name.rfind("space-", 0) != 0) return false;
+  for (size_t i = 6; i < name.size(); ++i) {
+    char c = name[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+Result<pid_t> NodeChildOfPidfd(int pidfd) {
+  if (!PidfdAlive(pidfd)) return InvalidArgument("cgroup_attach: the descriptor is not the pidfd of a live process");
+  ASSIGN_OR_RETURN(pid_t pid, PidOfPidfd(pidfd));
+  ASSIGN_OR_RETURN(std::string status, ReadFileToString("/proc/" + std::to_string(pid) + "/status", 16384));
+  size_t at = status.find("\nPPid:");
+  long ppid = at == std::string::npos ? -1 : std::strtol(status.c_str() + at + 6, nullptr, 10);
+  // Checked after the read: a live pidfd means the pid was not reused in between.
+  if (!PidfdAlive(pidfd)) return NotFound("cgroup_attach: the process exited");
+  if (ppid != ::getppid() || pid == ::getppid()) {
+    return PermissionDenied("cgroup_attach: process " + std::to_string(pid) + " is not a child of the node");
+  }
+  return pid;
 }
 
 Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
@@ -93,7 +123,10 @@ Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
   return netns;
 }
 
-Broker::Broker(BrokerConfig config) : net_slots_(std::move(config.net_lock_dir)) {}
+Broker::Broker(BrokerConfig config)
+    : cgroup_name_(std::move(config.cgroup_name)),
+      cgroup_root_(std::move(config.cgroup_root)),
+      net_slots_(std::move(config.net_lock_dir)) {}
 
 Broker::~Broker() {
   if (net_slot_ >= 0) net_slots_.Release(net_slot_);
@@ -161,8 +194,44 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
       reply_fds->push_back(std::move(b));
       return nlohmann::json::object();
     }
+    case Op::kCgroupCreate:
+    case Op::kCgroupUpdate:
+    case Op::kCgroupFreeze:
+    case Op::kCgroupKill:
+    case Op::kCgroupRemove: {
+      ASSIGN_OR_RETURN(runtime::CgroupActs * acts, Cgroups(request.runtime));
+      Status st = Status::Ok();
+      if (request.op == Op::kCgroupCreate) st = acts->Create(request.id, request.limits);
+      if (request.op == Op::kCgroupUpdate) st = acts->UpdateLimits(request.id, request.limits);
+      if (request.op == Op::kCgroupFreeze) st = acts->SetFrozen(request.id, request.frozen);
+      if (request.op == Op::kCgroupKill) st = acts->Kill(request.id);
+      if (request.op == Op::kCgroupRemove) st = acts->Remove(request.id);
+      RETURN_IF_ERROR(st);
+      return nlohmann::json::object();
+    }
+    case Op::kCgroupAttach:
+      return CgroupAttach(request, fds.at(0).get());
   }
   return InvalidArgument("broker: unknown op");
+}
+
+Result<runtime::CgroupActs*> Broker::Cgroups(CgroupRuntime runtime) {
+  if (cgroup_name_.empty()) return Conflict("broker: started without a cgroup name");
+  auto& acts = cgroups_[runtime == CgroupRuntime::kVm ? 1 : 0];
+  if (!acts) {
+    const std::string name = cgroup_name_ + (runtime == CgroupRuntime::kVm ? "-vm" : "");
+    ASSIGN_OR_RETURN(acts, runtime::ns::Cgroups::ActsOn(cgroup_root_, name));
+  }
+  return acts.get();
+}
+
+Result<nlohmann::json> Broker::CgroupAttach(const Request& request, int pidfd) {
+  ASSIGN_OR_RETURN(runtime::CgroupActs * acts, Cgroups(request.runtime));
+  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd));
+  RETURN_IF_ERROR(acts->Attach(request.id, pid, pidfd));
+  // The pid written is the checked process's only while that process lives.
+  if (!PidfdAlive(pidfd)) return NotFound("cgroup_attach: the process exited");
+  return nlohmann::json::object();
 }
 
 Result<nlohmann::json> Broker::NetAcquire() {
@@ -199,10 +268,14 @@ Result<nlohmann::json> Broker::NetRelease() {
   return nlohmann::json::object();
 }
 
-int RunBroker(int fd, pid_t node_pid) {
+int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name) {
   UniqueFd sock(fd);
   if (::getppid() != node_pid) {
     LogError("broker", "started by something other than its node; exiting");
+    return 1;
+  }
+  if (!IsNodeCgroupName(cgroup_name)) {
+    LogError("broker", "cgroup name " + cgroup_name + " is not a node's; exiting");
     return 1;
   }
   // Not dumpable: its /proc files belong to root, and no process without CAP_SYS_PTRACE
@@ -227,7 +300,7 @@ int RunBroker(int fd, pid_t node_pid) {
     LogError("broker", st.ToString());
     return 1;
   }
-  Broker broker(BrokerConfig{HostRunDir() + "/net-slots"});
+  Broker broker(BrokerConfig{.net_lock_dir = HostRunDir() + "/net-slots", .cgroup_name = cgroup_name});
   return Serve(sock.get(), &broker);
 }
 

@@ -5,10 +5,12 @@
 // the broker's capabilities from its own sets, bounding set included: the node can neither
 // use them nor regain them by exec, and cannot restart a broker that dies (the node then
 // stops; a restart reconciles). Today the broker holds the network family (the node's
-// firewall table, sandbox veths, network namespaces) and keeps only CAP_NET_ADMIN,
-// CAP_SYS_ADMIN (setns into a sandbox's network namespace) and CAP_SYS_PTRACE (open that
-// namespace). Storage, cgroups and launch still run in the node: docs/privilege-inventory.md
-// maps what is left to move.
+// firewall table, sandbox veths, network namespaces) and the writes to sandbox cgroups
+// (runtime/cgroup_acts.h: create with limits, attach, freeze, kill, remove), and keeps only
+// CAP_NET_ADMIN, CAP_SYS_ADMIN (setns into a sandbox's network namespace), CAP_SYS_PTRACE
+// (open that namespace), CAP_KILL (empty a v1 cgroup) and CAP_SYS_NICE (attach to a v1
+// cpuset). Storage and launch still run in the node: docs/privilege-inventory.md maps what is
+// left to move.
 //
 // What a request cannot do: name a path, link or table (the broker derives them from its own
 // network slot and the uid slot); touch another node's slot (the broker takes its own slot's
@@ -30,11 +32,15 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "network/sandbox_network.h"
+#include "runtime/cgroup_acts.h"
 
 namespace space::broker {
 
-// The only capabilities the broker process keeps; the node drops them.
-inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE};
+// The only capabilities the broker process keeps; the node drops them (but CAP_KILL and
+// CAP_SYS_NICE, which the node still uses). CAP_KILL: a v1 cgroup is emptied by SIGKILLing its
+// sandbox-uid tasks. CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a
+// subset of the writer's only with it (a VMM is attached before it drops root).
+inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL, CAP_SYS_NICE};
 // Capabilities the node drops because the broker now does what needed them (CAP_SYS_ADMIN
 // stays in the node until launch and storage move). CAP_SYS_PTRACE goes too: with it the
 // node could trace the broker and act through it.
@@ -42,7 +48,14 @@ inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, C
 
 struct BrokerConfig {
   std::string net_lock_dir;  // host-wide network slot locks: <HostRunDir()>/net-slots
+  // The node's parent cgroup ("space-<16 hex>", fixed when the node starts the broker): the ns
+  // runtime's sandboxes live under it, the vm runtime's under it + "-vm". Empty: no cgroup_*.
+  std::string cgroup_name;
+  std::string cgroup_root = "/sys/fs/cgroup";
 };
+
+// Whether `name` is a node's parent cgroup name as the node derives it: "space-" + 16 hex.
+bool IsNodeCgroupName(const std::string& name);
 
 // Handles requests one at a time; not thread-safe (the broker process is one thread).
 class Broker {
@@ -60,7 +73,13 @@ class Broker {
   Result<nlohmann::json> NetAcquire();
   Result<nlohmann::json> NetAttach(int64_t uid_slot, int pidfd);
   Result<nlohmann::json> NetRelease();
+  // The acts on one runtime's sandbox cgroups (the node makes the parents).
+  Result<runtime::CgroupActs*> Cgroups(CgroupRuntime runtime);
+  Result<nlohmann::json> CgroupAttach(const Request& request, int pidfd);
 
+  const std::string cgroup_name_;
+  const std::string cgroup_root_;
+  std::shared_ptr<runtime::CgroupActs> cgroups_[2];  // ns, vm
   HostSlots net_slots_;
   int64_t net_slot_ = -1;
   std::unique_ptr<network::SandboxNetwork> net_;
@@ -83,9 +102,15 @@ Status LoadBrokerSeccomp();
 // cannot be sent.
 int Serve(int fd, Broker* broker);
 
+// Checks that the process behind `pidfd` is a child of this process's parent (the node: a
+// sandbox's init or a VMM it just cloned, never another host process), and returns its pid.
+// Exposed for tests.
+Result<pid_t> NodeChildOfPidfd(int pidfd);
+
 // The broker process's main: checks that `node_pid` is its parent, drops every capability
-// but kBrokerCapabilities, loads its seccomp filter, and serves the node on `fd` until the node closes it or dies (the
-// next node reconciles what is left).
-int RunBroker(int fd, pid_t node_pid);
+// but kBrokerCapabilities, loads its seccomp filter, and serves the node on `fd` until the
+// node closes it or dies (the next node reconciles what is left). `cgroup_name` is the node's
+// parent cgroup (IsNodeCgroupName).
+int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name);
 
 }  // namespace space::broker

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "broker/broker.h"
 #include "common/helper_spawn.h"
 #include "common/syscall.h"
 #include "network/netlink.h"
@@ -22,7 +23,8 @@ constexpr int kReplyTimeoutMs = 30000;
 
 }  // namespace
 
-Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn() {
+Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn(const std::string& cgroup_name) {
+  if (!IsNodeCgroupName(cgroup_name)) return InvalidArgument("root broker: bad cgroup name " + cgroup_name);
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return ErrnoStatus("socketpair", "root broker", errno);
@@ -31,7 +33,8 @@ Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn() {
   // A Ctrl-C reaches the whole process group; the broker must outlive the node's orderly
   // shutdown (which asks it to remove the firewall), and exits when the node's end closes.
   HelperSpec spec;
-  spec.args = {"space", "broker", "--fd", std::to_string(kBrokerFd), "--node-pid", std::to_string(::getpid())};
+  spec.args = {"space", "broker", "--fd", std::to_string(kBrokerFd), "--node-pid", std::to_string(::getpid()),
+               "--cgroup-name", cgroup_name};
   spec.fds = {{theirs.get(), kBrokerFd}};
   spec.ignore_stop_signals = true;
   Result<pid_t> spawned = SpawnHelper(spec);
@@ -163,6 +166,11 @@ Status BrokerClient::SeqpacketPair(int64_t send_buffer_bytes, UniqueFd* a, Uniqu
   *a = std::move(fds[0]);
   *b = std::move(fds[1]);
   return Status::Ok();
+}
+
+Status BrokerClient::CgroupAct(const Request& request, int pidfd) {
+  if (request.op < Op::kCgroupCreate) return InvalidArgument("root broker: not a cgroup request");
+  return Call(request, request.op == Op::kCgroupAttach ? pidfd : -1).status();
 }
 
 }  // namespace space::broker

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +26,8 @@ class BrokerClient {
   // Call while the process is still one thread, and before dropping kNodeDroppedCapabilities:
   // the broker keeps what the node gives up. It exits when the client's socket closes, and is
   // killed when the forking thread dies.
-  static Result<std::unique_ptr<BrokerClient>> Spawn();
+  // `cgroup_name` is the node's parent cgroup (broker.h, IsNodeCgroupName).
+  static Result<std::unique_ptr<BrokerClient>> Spawn(const std::string& cgroup_name);
   // A client over a socket whose other end some broker serves (tests).
   explicit BrokerClient(UniqueFd socket, pid_t pid = -1, UniqueFd pidfd = UniqueFd());
   ~BrokerClient();
@@ -43,6 +45,8 @@ class BrokerClient {
   Status NetRelease();
   // A connected SOCK_SEQPACKET pair whose send buffers hold `send_buffer_bytes`.
   Status SeqpacketPair(int64_t send_buffer_bytes, UniqueFd* a, UniqueFd* b);
+  // One cgroup_* request (cgroup_attach with the process's pidfd); see BrokerCgroupActs.
+  Status CgroupAct(const Request& request, int pidfd = -1);
 
  private:
   Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);

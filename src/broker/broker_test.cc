@@ -19,7 +19,9 @@
 
 #include "common/filtered_child_test_util.h"
 
+#include "broker/broker_cgroup_acts.h"
 #include "broker/broker_client.h"
+#include "runtime/ns/cgroup.h"
 #include "common/syscall.h"
 
 namespace space::broker {
@@ -168,6 +170,7 @@ TEST_F(BrokerRootTest, SeccompRefusesWaysOutAndKeepsWhatTheBrokerUses) {
     if (!refused(::setns(own_uts, CLONE_NEWUTS))) return 4;
     if (!refused(::kill(target, SIGCONT))) return 5;
     if (!refused(::syscall(SYS_pidfd_send_signal, target_pidfd, SIGCONT, nullptr, 0))) return 6;
+    if (!refused(::syscall(SYS_tgkill, target, target, SIGCONT))) return 10;
     if (!refused(::setresuid(1, 1, 1))) return 7;
     if (!refused(::syscall(SYS_bpf, 0, nullptr, 0))) return 8;
     if (::socket(AF_PACKET, SOCK_RAW, 0) != -1 || errno != EAFNOSUPPORT) return 9;
@@ -179,11 +182,104 @@ TEST_F(BrokerRootTest, SeccompRefusesWaysOutAndKeepsWhatTheBrokerUses) {
     if (::syscall(SYS_pidfd_send_signal, target_pidfd, 0, nullptr, 0) != 0) return 22;
     int ran = 0;
     std::thread([&] { ran = 1; }).join();
-    return ran ? 0 : 23;
+    if (!ran) return 23;
+    // SIGKILL to another process: a v1 cgroup's tasks (cgroup_kill).
+    return ::kill(target, SIGKILL) == 0 ? 0 : 24;
   });
   EXPECT_EQ(code, 0);
   ::close(own_netns);
   ::close(own_uts);
+}
+
+// A name no node uses (node names hash a data dir), so the real cgroupfs can be used.
+constexpr char kTestCgroupName[] = "space-00000000b70c3e57";
+
+TEST_F(BrokerRootTest, AttachesOnlyChildrenOfItsParent) {
+  // The broker is a child of the node: its parent's other children are sandboxes and VMMs.
+  // Here the test plays the node, a forked child the broker, another child the sandbox.
+  Child sandbox;
+  StartChild(&sandbox, false, 0);
+  const int sandbox_pidfd = sandbox.pidfd.get();
+  const pid_t node = ::getpid();
+  pid_t broker = ::fork();
+  ASSERT_GE(broker, 0);
+  if (broker == 0) {
+    auto own = NodeChildOfPidfd(sandbox_pidfd);
+    if (!own.ok() || *own != sandbox.pid) ::_exit(1);
+    UniqueFd init(static_cast<int>(::syscall(SYS_pidfd_open, 1, 0)));
+    if (NodeChildOfPidfd(init.get()).status().code() != StatusCode::kPermissionDenied) ::_exit(2);
+    UniqueFd parent(static_cast<int>(::syscall(SYS_pidfd_open, node, 0)));
+    if (NodeChildOfPidfd(parent.get()).status().code() != StatusCode::kPermissionDenied) ::_exit(3);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(broker, &status, 0), broker);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  EXPECT_EQ(NodeChildOfPidfd(p[0]).status().code(), StatusCode::kInvalidArgument);
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {
+  ASSERT_TRUE(IsNodeCgroupName(kTestCgroupName));
+  EXPECT_FALSE(IsNodeCgroupName("space-0000000000000g00"));
+  EXPECT_FALSE(IsNodeCgroupName("space"));
+  EXPECT_FALSE(IsNodeCgroupName("../space-00000000b70c3e57"));
+  // The node makes the parents (they need CAP_DAC_OVERRIDE, which the broker lacks).
+  auto local = runtime::ns::Cgroups::Probe("/sys/fs/cgroup", kTestCgroupName);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+
+  char tmpl[] = "/tmp/broker_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  Broker broker(BrokerConfig{.net_lock_dir = tmpl, .cgroup_name = kTestCgroupName});
+  std::thread server([&] { Serve(sv[1], &broker); });
+  {
+    BrokerClient client{UniqueFd(sv[0])};
+    auto acts = std::make_shared<BrokerCgroupActs>(&client, CgroupRuntime::kNs);
+    auto cg = runtime::ns::Cgroups::Probe("/sys/fs/cgroup", kTestCgroupName, acts);
+    ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+    runtime::Limits limits{.cpus = 0.5, .memory_bytes = 64ull << 20, .pids_max = 32};
+    ASSERT_TRUE(cg->Create("sbx_brokertest", limits).ok());
+    auto pids_max = ReadFileToString(cg->PathFor("sbx_brokertest", "pids") + "/pids.max", 64);
+    ASSERT_TRUE(pids_max.ok());
+    EXPECT_EQ(*pids_max, "32\n");
+    limits.pids_max = 48;
+    ASSERT_TRUE(cg->UpdateLimits("sbx_brokertest", limits).ok());
+    EXPECT_EQ(*ReadFileToString(cg->PathFor("sbx_brokertest", "pids") + "/pids.max", 64), "48\n");
+
+    // This test's own child is not a child of the broker's parent: refused, and not moved.
+    Child stranger;
+    StartChild(&stranger, false, 0);
+    EXPECT_EQ(cg->Attach("sbx_brokertest", stranger.pid, stranger.pidfd.get()).code(), StatusCode::kPermissionDenied);
+    auto procs = ReadFileToString(cg->PathFor("sbx_brokertest", "pids") + "/cgroup.procs", 4096);
+    EXPECT_EQ(procs.ok() ? *procs : "?", "");
+
+    // Freeze, kill and remove a populated cgroup through the broker (placed in-process).
+    ASSERT_TRUE(local->Attach("sbx_brokertest", stranger.pid).ok());
+    ASSERT_TRUE(cg->Freeze("sbx_brokertest").ok());
+    ASSERT_TRUE(cg->Thaw("sbx_brokertest").ok());
+    ASSERT_TRUE(cg->KillAll("sbx_brokertest").ok());
+    ::waitpid(stranger.pid, nullptr, 0);
+    stranger.pid = -1;
+    EXPECT_TRUE(cg->Remove("sbx_brokertest").ok());
+    EXPECT_TRUE(cg->PathFor("sbx_brokertest", "pids").empty() ||
+                ::access(cg->PathFor("sbx_brokertest", "pids").c_str(), F_OK) != 0);
+
+    // A path in the id never reaches the broker's filesystem calls.
+    Request evil;
+    evil.op = Op::kCgroupCreate;
+    evil.id = "../../escape";
+    EXPECT_EQ(client.CgroupAct(evil).code(), StatusCode::kInvalidArgument);
+  }
+  server.join();
+  ::close(sv[1]);
+  EXPECT_TRUE(local->RemoveParents().ok());
+  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 
 }  // namespace

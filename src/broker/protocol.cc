@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -28,6 +29,12 @@ const std::vector<OpInfo>& Ops() {
       {Op::kNetReconcile, "net_reconcile", 0, {"keep"}},
       {Op::kNetRelease, "net_release", 0, {}},
       {Op::kSeqpacketPair, "seqpacket_pair", 0, {"send_buffer_bytes"}},
+      {Op::kCgroupCreate, "cgroup_create", 0, {"runtime", "id", "limits"}},
+      {Op::kCgroupUpdate, "cgroup_update", 0, {"runtime", "id", "limits"}},
+      {Op::kCgroupAttach, "cgroup_attach", 1, {"runtime", "id"}},
+      {Op::kCgroupFreeze, "cgroup_freeze", 0, {"runtime", "id", "frozen"}},
+      {Op::kCgroupKill, "cgroup_kill", 0, {"runtime", "id"}},
+      {Op::kCgroupRemove, "cgroup_remove", 0, {"runtime", "id"}},
   };
   return ops;
 }
@@ -69,6 +76,48 @@ Result<network::GatewayPorts> PortsFromJson(const nlohmann::json& j) {
   return p;
 }
 
+Result<CgroupRuntime> RuntimeFromJson(const nlohmann::json& v) {
+  if (v == "ns") return CgroupRuntime::kNs;
+  if (v == "vm") return CgroupRuntime::kVm;
+  return InvalidArgument("broker: runtime must be \"ns\" or \"vm\"");
+}
+
+Result<std::string> SandboxIdFromJson(const nlohmann::json& v) {
+  if (!v.is_string()) return InvalidArgument("broker: id must be a string");
+  std::string id = v.get<std::string>();
+  if (id.empty() || id.size() > kMaxSandboxIdLen) return InvalidArgument("broker: id must be 1..64 characters");
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return InvalidArgument("broker: id may hold only [A-Za-z0-9_-]");
+  }
+  return id;
+}
+
+Result<uint64_t> UnsignedField(const nlohmann::json& j, const char* name, uint64_t lo, uint64_t hi) {
+  const auto& v = j.at(name);
+  if (!v.is_number_unsigned()) return InvalidArgument(std::string("broker: limits.") + name + " must be a whole number");
+  uint64_t n = v.get<uint64_t>();
+  if (n < lo || n > hi) return InvalidArgument(std::string("broker: limits.") + name + " is out of range");
+  return n;
+}
+
+Result<runtime::Limits> LimitsFromJson(const nlohmann::json& j) {
+  if (!j.is_object() || j.size() != 3 || !j.contains("cpus") || !j.contains("memory_bytes") ||
+      !j.contains("pids_max")) {
+    return InvalidArgument("broker: limits must be an object with cpus, memory_bytes and pids_max");
+  }
+  runtime::Limits l;
+  const auto& cpus = j["cpus"];
+  if (!cpus.is_number() || !std::isfinite(cpus.get<double>()) || cpus.get<double>() <= 0 ||
+      cpus.get<double>() > kMaxCpus) {
+    return InvalidArgument("broker: limits.cpus is out of range");
+  }
+  l.cpus = cpus.get<double>();
+  ASSIGN_OR_RETURN(l.memory_bytes, UnsignedField(j, "memory_bytes", kMinMemoryBytes, kMaxMemoryBytes));
+  ASSIGN_OR_RETURN(l.pids_max, UnsignedField(j, "pids_max", 1, kMaxPids));
+  return l;
+}
+
 }  // namespace
 
 std::string_view OpName(Op op) { return Info(op).name; }
@@ -91,6 +140,21 @@ std::string EncodeRequest(const Request& r) {
       break;
     case Op::kSeqpacketPair:
       j["send_buffer_bytes"] = r.send_buffer_bytes;
+      break;
+    case Op::kCgroupCreate:
+    case Op::kCgroupUpdate:
+      j["limits"] = {{"cpus", r.limits.cpus}, {"memory_bytes", r.limits.memory_bytes}, {"pids_max", r.limits.pids_max}};
+      [[fallthrough]];
+    case Op::kCgroupAttach:
+    case Op::kCgroupKill:
+    case Op::kCgroupRemove:
+      j["id"] = r.id;
+      j["runtime"] = r.runtime == CgroupRuntime::kVm ? "vm" : "ns";
+      break;
+    case Op::kCgroupFreeze:
+      j["runtime"] = r.runtime == CgroupRuntime::kVm ? "vm" : "ns";
+      j["id"] = r.id;
+      j["frozen"] = r.frozen;
       break;
     default:
       break;
@@ -149,8 +213,27 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
       ASSIGN_OR_RETURN(r.send_buffer_bytes, IntField(j, "send_buffer_bytes", 4096, kMaxSendBufferBytes));
       break;
     }
-    default:
+    case Op::kHello:
+    case Op::kNetAcquire:
+    case Op::kNetRelease:
       break;
+    case Op::kCgroupCreate:
+    case Op::kCgroupUpdate:
+    case Op::kCgroupAttach:
+    case Op::kCgroupFreeze:
+    case Op::kCgroupKill:
+    case Op::kCgroupRemove: {
+      ASSIGN_OR_RETURN(r.runtime, RuntimeFromJson(j["runtime"]));
+      ASSIGN_OR_RETURN(r.id, SandboxIdFromJson(j["id"]));
+      if (r.op == Op::kCgroupCreate || r.op == Op::kCgroupUpdate) {
+        ASSIGN_OR_RETURN(r.limits, LimitsFromJson(j["limits"]));
+      }
+      if (r.op == Op::kCgroupFreeze) {
+        if (!j["frozen"].is_boolean()) return InvalidArgument("broker: frozen must be true or false");
+        r.frozen = j["frozen"].get<bool>();
+      }
+      break;
+    }
   }
   return r;
 }

@@ -17,6 +17,12 @@
 //   net_reconcile      {keep: [uid_slot...]}   0     {}
 //   net_release        -                       0     {}              (links, table, slot)
 //   seqpacket_pair     {send_buffer_bytes}     0     {} + 2 fds
+//   cgroup_create      {runtime, id, limits}   0     {}              (runtime: ns | vm)
+//   cgroup_update      {runtime, id, limits}   0     {}
+//   cgroup_attach      {runtime, id}           1     {}              (the fd: the process's pidfd)
+//   cgroup_freeze      {runtime, id, frozen}   0     {}              (one write; the node waits)
+//   cgroup_kill        {runtime, id}           0     {}              (one pass; the node repeats)
+//   cgroup_remove      {runtime, id}           0     {}              (unavailable while busy)
 //
 // A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode name>, "message": ...}.
 #pragma once
@@ -32,6 +38,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "network/firewall.h"
+#include "runtime/runtime.h"
 
 namespace space::broker {
 
@@ -42,7 +49,21 @@ inline constexpr int64_t kMaxNetSlots = 100;
 // Send buffers a seqpacket_pair may ask for: enough for the gateway's 1 MiB messages twice.
 inline constexpr int64_t kMaxSendBufferBytes = 4 << 20;
 
-enum class Op { kHello, kNetAcquire, kFirewallInstall, kNetAttach, kNetDetach, kNetReconcile, kNetRelease, kSeqpacketPair };
+enum class Op {
+  kHello, kNetAcquire, kFirewallInstall, kNetAttach, kNetDetach, kNetReconcile, kNetRelease, kSeqpacketPair,
+  kCgroupCreate, kCgroupUpdate, kCgroupAttach, kCgroupFreeze, kCgroupKill, kCgroupRemove,
+};
+
+// Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
+// (ns) or that name + "-vm" (vm).
+enum class CgroupRuntime { kNs, kVm };
+// Sandbox ids as the runtimes take them: [A-Za-z0-9_-]{1,64}, a path component never "." or "..".
+inline constexpr size_t kMaxSandboxIdLen = 64;
+// Limits a cgroup_create or cgroup_update may write (the runtimes' own checks, plus caps).
+inline constexpr double kMaxCpus = 4096;
+inline constexpr uint64_t kMinMemoryBytes = 4ull << 20;
+inline constexpr uint64_t kMaxMemoryBytes = 1ull << 44;  // 16 TiB
+inline constexpr uint64_t kMaxPids = 1ull << 22;
 
 std::string_view OpName(Op op);
 
@@ -52,6 +73,10 @@ struct Request {
   int64_t uid_slot = -1;            // net_attach, net_detach
   std::vector<int64_t> keep;        // net_reconcile: uid slots whose links stay
   int64_t send_buffer_bytes = 0;    // seqpacket_pair
+  CgroupRuntime runtime = CgroupRuntime::kNs;  // cgroup_*
+  std::string id;                   // cgroup_*: the sandbox
+  runtime::Limits limits;           // cgroup_create, cgroup_update
+  bool frozen = false;              // cgroup_freeze
 };
 
 // How many descriptors a request of `op` carries.

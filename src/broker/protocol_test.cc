@@ -56,6 +56,72 @@ TEST(ProtocolTest, EveryOpRoundTrips) {
   }
 }
 
+TEST(ProtocolTest, CgroupRequestsRoundTrip) {
+  Request create;
+  create.op = Op::kCgroupCreate;
+  create.runtime = CgroupRuntime::kVm;
+  create.id = "sbx_AZaz09-_";
+  create.limits = {.cpus = 0.5, .memory_bytes = 256ull << 20, .pids_max = 128};
+  Request got = Decoded(EncodeRequest(create));
+  EXPECT_EQ(got.op, Op::kCgroupCreate);
+  EXPECT_EQ(got.runtime, CgroupRuntime::kVm);
+  EXPECT_EQ(got.id, "sbx_AZaz09-_");
+  EXPECT_EQ(got.limits.cpus, 0.5);
+  EXPECT_EQ(got.limits.memory_bytes, 256ull << 20);
+  EXPECT_EQ(got.limits.pids_max, 128u);
+
+  Request freeze;
+  freeze.op = Op::kCgroupFreeze;
+  freeze.id = "sbx_1";
+  freeze.frozen = true;
+  got = Decoded(EncodeRequest(freeze));
+  EXPECT_EQ(got.runtime, CgroupRuntime::kNs);
+  EXPECT_TRUE(got.frozen);
+
+  Request attach;
+  attach.op = Op::kCgroupAttach;
+  attach.id = "sbx_1";
+  EXPECT_EQ(Decoded(EncodeRequest(attach), 1).id, "sbx_1");
+  for (Op op : {Op::kCgroupUpdate, Op::kCgroupKill, Op::kCgroupRemove}) {
+    Request r = create;
+    r.op = op;
+    EXPECT_EQ(Decoded(EncodeRequest(r)).op, op);
+  }
+}
+
+TEST(ProtocolTest, RefusesCgroupRequestsOutsideTheirBounds) {
+  const std::string limits = R"("limits":{"cpus":1,"memory_bytes":536870912,"pids_max":256})";
+  Decoded(R"({"op":"cgroup_create","runtime":"ns","id":"sbx_1",)" + limits + "}");
+  // Ids become path components: nothing that walks, nothing empty or long.
+  for (const char* id : {"", "..", ".", "a/b", "../x", "sbx 1", "sbx_\\u0000", "x.y"}) {
+    ExpectRefused(std::string(R"({"op":"cgroup_kill","runtime":"ns","id":")") + id + "\"}");
+  }
+  ExpectRefused(R"({"op":"cgroup_kill","runtime":"ns","id":")" + std::string(65, 'a') + "\"}");
+  ExpectRefused(R"({"op":"cgroup_kill","runtime":"ns","id":1})");
+  ExpectRefused(R"({"op":"cgroup_kill","runtime":"host","id":"sbx_1"})");
+  ExpectRefused(R"({"op":"cgroup_kill","id":"sbx_1"})");
+  ExpectRefused(R"({"op":"cgroup_kill","runtime":"ns","id":"sbx_1","path":"/sys"})");
+  // Limits: every field, in range, nothing more.
+  for (const char* l : {R"({"cpus":0,"memory_bytes":536870912,"pids_max":256})",
+                        R"({"cpus":-1,"memory_bytes":536870912,"pids_max":256})",
+                        R"({"cpus":5000,"memory_bytes":536870912,"pids_max":256})",
+                        R"({"cpus":"1","memory_bytes":536870912,"pids_max":256})",
+                        R"({"cpus":1,"memory_bytes":1024,"pids_max":256})",
+                        R"({"cpus":1,"memory_bytes":-1,"pids_max":256})",
+                        R"({"cpus":1,"memory_bytes":1e30,"pids_max":256})",
+                        R"({"cpus":1,"memory_bytes":536870912,"pids_max":0})",
+                        R"({"cpus":1,"memory_bytes":536870912,"pids_max":99999999})",
+                        R"({"cpus":1,"memory_bytes":536870912})",
+                        R"({"cpus":1,"memory_bytes":536870912,"pids_max":256,"swap":1})", R"([1,2,3])"}) {
+    ExpectRefused(std::string(R"({"op":"cgroup_update","runtime":"ns","id":"sbx_1","limits":)") + l + "}");
+  }
+  ExpectRefused(R"({"op":"cgroup_freeze","runtime":"ns","id":"sbx_1","frozen":1})");
+  // cgroup_attach takes exactly the process's pidfd.
+  ExpectRefused(R"({"op":"cgroup_attach","runtime":"ns","id":"sbx_1"})", 0);
+  ExpectRefused(R"({"op":"cgroup_attach","runtime":"ns","id":"sbx_1"})", 2);
+  ExpectRefused(R"({"op":"cgroup_remove_parents","runtime":"ns"})");
+}
+
 TEST(ProtocolTest, RefusesMalformedRequests) {
   ExpectRefused("");
   ExpectRefused("not json");

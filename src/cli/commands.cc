@@ -97,15 +97,16 @@ int RunGatewayWorkerCommand(int argc, char** argv) {
   ::_exit(code);
 }
 
-// `space broker --fd N --node-pid P`: the root broker of `space dev` / `space node`
-// (broker/broker.h).
+// `space broker --fd N --node-pid P --cgroup-name space-<16 hex>`: the root broker of
+// `space dev` / `space node` (broker/broker.h). The name, the one string flag, comes last.
 int RunBrokerCommand(int argc, char** argv) {
   std::map<std::string, long> f = {{"--fd", 0}, {"--node-pid", 0}};
-  if (!ParseHelperFlags(argc, argv, &f) || f["--fd"] < 3) {
-    std::cerr << "space broker: started by the node only (--fd N --node-pid P)\n";
+  const bool named = argc == 8 && std::string(argv[6]) == "--cgroup-name" && broker::IsNodeCgroupName(argv[7]);
+  if (!named || !ParseHelperFlags(argc - 2, argv, &f) || f["--fd"] < 3) {
+    std::cerr << "space broker: started by the node only (--fd N --node-pid P --cgroup-name NAME)\n";
     return 2;
   }
-  return broker::RunBroker(static_cast<int>(f["--fd"]), static_cast<pid_t>(f["--node-pid"]));
+  return broker::RunBroker(static_cast<int>(f["--fd"]), static_cast<pid_t>(f["--node-pid"]), argv[7]);
 }
 
 // `space api-front --channel-fd N --listen-fd M --node-pid P`: the API front of `space dev` /

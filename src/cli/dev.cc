@@ -118,7 +118,7 @@ int RunDev(const DevOptions& options) {
   }
   // The root broker keeps what the node now gives up, bounding set included: the node can
   // neither use those capabilities nor regain them by exec, nor restart a broker that dies.
-  auto broker = broker::BrokerClient::Spawn();
+  auto broker = broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir));
   if (!broker.ok()) {
     std::cerr << "space dev: " << broker.status().ToString() << "\n";
     return 1;

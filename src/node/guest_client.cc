@@ -135,7 +135,16 @@ void GuestClient::ReadLoop() {
     sink->OnFrame(std::move(frame).value());
   }
   alive_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shutting_down_) lost_ = why;
+  }
   FailAll(why);
+}
+
+std::optional<Status> GuestClient::lost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_;
 }
 
 void GuestClient::FailAll(const Status& why) {
@@ -149,6 +158,10 @@ void GuestClient::FailAll(const Status& why) {
 }
 
 void GuestClient::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+  }
   if (channel_.valid()) ::shutdown(channel_.get(), SHUT_RDWR);
   if (reader_.joinable()) reader_.join();
   alive_ = false;

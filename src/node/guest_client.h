@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -52,6 +53,9 @@ class GuestClient {
   // Closes the channel and joins the reader. Idempotent.
   void Shutdown();
   bool alive() const { return alive_.load(); }
+  // Why a started channel ended on its own (the guest closed it, died, or broke the
+  // protocol), as opposed to by Shutdown; nullopt while it runs or after Shutdown.
+  std::optional<Status> lost() const;
 
  private:
   void ReadLoop();
@@ -62,10 +66,12 @@ class GuestClient {
   std::atomic<bool> alive_{false};
   std::thread reader_;
   std::mutex write_mu_;  // serializes frames on the socket
-  std::mutex mu_;
+  mutable std::mutex mu_;
   uint32_t next_stream_ = 1;                                   // GUARDED_BY(mu_)
   std::map<uint32_t, std::shared_ptr<StreamSink>> streams_;    // GUARDED_BY(mu_)
   bool closed_ = false;                                        // GUARDED_BY(mu_)
+  bool shutting_down_ = false;                                 // GUARDED_BY(mu_)
+  std::optional<Status> lost_;                                 // GUARDED_BY(mu_)
 };
 
 }  // namespace space::node

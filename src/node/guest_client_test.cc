@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <condition_variable>
 
 #include "common/syscall.h"
@@ -54,7 +56,33 @@ TEST(GuestClientTest, GarbageClosesTheChannelAndFailsStreams) {
     ASSERT_TRUE(proc->WaitExited(2000));  // the channel dropped, the process is reported killed
     EXPECT_FALSE(c.alive());
     EXPECT_FALSE(c.Send(guest::FrameType::kPing, 0, "").ok());
+    // The node learns why, so it can fail the sandbox with a reason.
+    ASSERT_TRUE(c.lost().has_value());
+    EXPECT_NE(c.lost()->message().find("guest channel closed"), std::string::npos) << c.lost()->message();
   }
+}
+
+TEST(GuestClientTest, ShutdownIsNotALoss) {
+  Pair p;
+  GuestClient c(std::move(p.node), "sbx_t");
+  EXPECT_FALSE(c.lost().has_value());
+  ASSERT_TRUE(WriteAll(p.guest.get(), guest::EncodeFrame(guest::FrameType::kHello, 0, R"({"version":1})")).ok());
+  ASSERT_TRUE(c.Start(1000).ok());
+  EXPECT_FALSE(c.lost().has_value());
+  c.Shutdown();
+  EXPECT_FALSE(c.alive());
+  EXPECT_FALSE(c.lost().has_value());
+}
+
+TEST(GuestClientTest, GuestClosingItsEndIsALoss) {
+  Pair p;
+  GuestClient c(std::move(p.node), "sbx_t");
+  ASSERT_TRUE(WriteAll(p.guest.get(), guest::EncodeFrame(guest::FrameType::kHello, 0, R"({"version":1})")).ok());
+  ASSERT_TRUE(c.Start(1000).ok());
+  p.guest.reset();
+  for (int i = 0; i < 200 && !c.lost().has_value(); ++i) ::usleep(10000);
+  ASSERT_TRUE(c.lost().has_value());
+  EXPECT_FALSE(c.alive());
 }
 
 TEST(GuestClientTest, FramesForUnknownStreamsAreDropped) {

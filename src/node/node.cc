@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "broker/broker_cgroup_acts.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/random.h"
@@ -63,8 +64,12 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   // is derived from the data dir so a restarted node finds its predecessor's leftovers.
   rc.run_dir = HostRunDir() + "/run-" + Fnv1aHex(config.data_dir);
   // Each node owns one parent cgroup, named like its scratch dir: several nodes on one host
-  // (tests, a fleet on one machine) must never reconcile away each other's sandboxes.
-  rc.cgroup_name = "space-" + Fnv1aHex(config.data_dir);
+  // (tests, a fleet on one machine) must never reconcile away each other's sandboxes. With a
+  // root broker, the broker writes the cgroups (it was started with the same name).
+  rc.cgroup_name = CgroupName(config.data_dir);
+  if (config.broker) {
+    rc.cgroup_acts = std::make_shared<broker::BrokerCgroupActs>(config.broker, broker::CgroupRuntime::kNs);
+  }
   node->run_dir_ = rc.run_dir;
   ASSIGN_OR_RETURN(node->runtime_, runtime::NsRuntime::Create(rc));
   if (::access("/usr/bin/qemu-system-x86_64", X_OK) == 0) {
@@ -72,6 +77,9 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
     runtime::RuntimeConfig vc = rc;
     vc.run_dir = HostRunDir() + "/vm-" + Fnv1aHex(config.data_dir);
     vc.cgroup_name = rc.cgroup_name + "-vm";
+    if (config.broker) {
+      vc.cgroup_acts = std::make_shared<broker::BrokerCgroupActs>(config.broker, broker::CgroupRuntime::kVm);
+    }
     if (const char* cache = std::getenv("SPACE_VM_CACHE_DIR")) vc.vm_cache_dir = cache;
     auto vm = runtime::CreateVmRuntime(vc, config.data_dir + "/pool/vm-images");
     if (vm.ok()) {
@@ -99,6 +107,8 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
 }
 
 Node::~Node() { Stop(); }
+
+std::string Node::CgroupName(const std::string& data_dir) { return "space-" + Fnv1aHex(data_dir); }
 
 void Node::Stop() {
   {
@@ -523,14 +533,16 @@ Result<store::OperationRecord> Node::WaitOperation(const std::string& team, cons
 }
 
 void Node::TimeoutLoop() {
-  for (;;) {
+  for (int tick = 0;; ++tick) {
     {
       std::unique_lock<std::mutex> lock(stop_mu_);
       if (stop_cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopping_; })) return;
     }
+    if (tick % 4 == 0) pool_->CheckDiskAccounting();
     std::vector<std::pair<std::string, std::string>> expired;  // id, team
     int64_t now = WallNowMs();
     RollSnapshots(now);
+    FailLostGuests();
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [id, l] : live_) {
@@ -560,6 +572,47 @@ void Node::TimeoutLoop() {
       auto op = ops_->Submit(team, "timeout", id, [this, id = id] { return RunDestroy(id, "timed out"); });
       if (!op.ok()) LogError("node", op.status().ToString());
     }
+  }
+}
+
+void Node::FailLostGuests() {
+  std::vector<std::pair<std::string, Status>> lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, l] : live_) {
+      if (destroying_.count(id)) continue;
+      if (auto why = l->guest->lost()) {
+        lost.emplace_back(id, *why);
+        destroying_.insert(id);
+      }
+    }
+  }
+  for (auto& [id, why] : lost) {
+    auto rec = store_->GetSandbox(id);
+    // Only a sandbox at rest is failed here: an operation in flight (a suspend, a snapshot, a
+    // rollback) owns the live entry and reports the broken channel itself.
+    if (!rec.ok() || (rec->state != "running" && rec->state != "paused")) {
+      std::lock_guard<std::mutex> lock(mu_);
+      destroying_.erase(id);
+      continue;
+    }
+    // spaced died or broke the protocol (a hostile guest can do either): nothing can reach the
+    // sandbox any more. Its processes, network and root go, as for a failed create.
+    const std::string team = rec->team;
+    rec->state = "failed";
+    rec->error = "the sandbox's guest agent is gone (" + why.message() + ")";
+    rec->uid_slot = -1;
+    LogWarn("node", "failing " + id + ": " + rec->error);
+    if (Status st = store_->PutSandbox(*rec); !st.ok()) LogError("node", st.ToString());
+    Audit(team, id, "lifecycle", "guest_lost", {{"error", why.message()}});
+    auto op = ops_->Submit(team, "fail", id, [this, id = id]() {
+      TeardownLive(id);
+      Status st = pool_->DestroyRoot(id);
+      std::lock_guard<std::mutex> lock(mu_);
+      destroying_.erase(id);
+      return st;
+    });
+    if (!op.ok()) LogError("node", op.status().ToString());
   }
 }
 

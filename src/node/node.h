@@ -187,6 +187,9 @@ class Node {
   // the fleet declared this node lost while it was alive (a partition, a long stall) and
   // failed them. Returns how many it ended. Called from the heartbeat.
   int EndDisowned();
+  // The parent cgroup of the sandboxes of the node on `data_dir` ("space-" + 16 hex): one per
+  // node, so several nodes on one host never reconcile away each other's sandboxes.
+  static std::string CgroupName(const std::string& data_dir);
   store::Store* store() { return store_; }
   std::string pool_kind() const { return pool_->kind(); }
   std::string cgroup_version() const { return runtime_->cgroup_version(); }
@@ -236,6 +239,9 @@ class Node {
   void Audit(const std::string& team, const std::string& sandbox, const std::string& kind,
              const std::string& action, nlohmann::json detail);
   void TimeoutLoop();
+  // Fails the live sandboxes whose guest channel ended on its own (spaced died or broke the
+  // protocol), with the reason in their record, and tears them down. From TimeoutLoop.
+  void FailLostGuests();
   Status RunSnapshot(const std::string& id, store::SnapshotRecord* snap);
   // Snapshot store (node_store.cc).
   void QueueExport(const std::string& team, const std::string& snap_id);

@@ -77,10 +77,15 @@ struct LaunchedSandbox {
   bool restored = false;
 };
 
+class CgroupActs;  // cgroup_acts.h
+
 struct RuntimeConfig {
   std::string run_dir;               // host scratch dir, e.g. <data-dir>/run (created)
   std::string cgroup_name = "space"; // parent cgroup name under each hierarchy
   std::string cgroup_root = "/sys/fs/cgroup";  // where the cgroup hierarchies are mounted
+  // Who writes the sandbox cgroups: the root broker's acts for cgroup_name, or null for this
+  // process. The runtime makes (and at Close removes) the parents itself either way.
+  std::shared_ptr<CgroupActs> cgroup_acts;
   // How long a launch may spend in the child's setup before it is killed.
   int64_t child_setup_timeout_ms = 10000;
   // vm only: host-wide cache of the guest kernel, initramfs and template disk images.

@@ -19,7 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (req.ok()) {
     auto again = DecodeRequest(EncodeRequest(*req), FdsFor(req->op));
     if (!again.ok() || again->op != req->op || again->uid_slot != req->uid_slot || again->keep != req->keep ||
-        again->send_buffer_bytes != req->send_buffer_bytes || again->ports.tcp != req->ports.tcp) {
+        again->send_buffer_bytes != req->send_buffer_bytes || again->ports.tcp != req->ports.tcp ||
+        again->runtime != req->runtime || again->id != req->id || again->frozen != req->frozen ||
+        again->limits.cpus != req->limits.cpus || again->limits.memory_bytes != req->limits.memory_bytes ||
+        again->limits.pids_max != req->limits.pids_max) {
       std::abort();
     }
   }

@@ -9,7 +9,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import (Server, api_fronts, gateway_workers, is_root, mounts_under, node_cgroup_parents,  # noqa: E402
-                     pid_alive, processes_with_uid_at_least, root_brokers, space_cgroups)
+                     pid_alive, proc_status, processes_with_uid_at_least, root_brokers, sandbox_pids,
+                     space_cgroups)
 
 
 def loop_devices_for(path):
@@ -96,6 +97,37 @@ class CrashTest(unittest.TestCase):
         self.assertEqual((st, d.get("stdout")), (200, "still here\n"), d)
         self.assertEqual(self.s.proc.poll(), None)
         self.assertIn("API front", self.s.log_tail())
+
+    def test_kill9_of_a_sandboxs_guest_agent(self):
+        # spaced is the sandbox's init: once it is gone nothing can reach the sandbox. The node
+        # fails it with the reason and tears it down, rather than keep a `running` record
+        # whose every call answers 503.
+        sid = self.s.create()
+        other = self.s.create()
+        inits = [p for p in sandbox_pids(sid, self.s.data_dir)
+                 if proc_status(p).get("NSpid", "").split()[-1:] == ["1"]]
+        self.assertEqual(len(inits), 1, inits)
+        os.kill(inits[0], signal.SIGKILL)
+        rec = {}
+        for _ in range(100):
+            st, rec = self.s.json("GET", "/v1/sandboxes/" + sid)
+            if rec.get("state") == "failed":
+                break
+            time.sleep(0.1)
+        self.assertEqual(rec.get("state"), "failed", rec)
+        self.assertIn("guest agent is gone", rec.get("error", ""), rec)
+        st, d = self.s.exec(sid, ["true"])
+        self.assertEqual(st, 409, d)
+        for _ in range(100):
+            if not space_cgroups(sid, self.s.data_dir):
+                break
+            time.sleep(0.05)
+        self.assertEqual(space_cgroups(sid, self.s.data_dir), [])
+        st, d = self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        self.assertIn(st, (200, 204), d)
+        # The neighbour never noticed.
+        st, d = self.s.exec(other, ["echo", "ok"])
+        self.assertEqual((st, d.get("stdout")), (200, "ok\n"), d)
 
     def test_kill9_at_several_moments_of_create(self):
         for delay in (0.0, 0.002, 0.01, 0.05):

@@ -67,11 +67,144 @@ Result<bool> EventIs(const std::string& dir, const std::string& key, char value)
 
 }  // namespace
 
-Result<Cgroups> Cgroups::Probe(const std::string& root, const std::string& name) {
+// The writes, done in this process on a layout Probe made.
+class Cgroups::LocalActs final : public CgroupActs {
+ public:
+  explicit LocalActs(Cgroups layout) : l_(std::move(layout)) {}
+
+  Status Create(const std::string& id, const Limits& limits) override {
+    // Undo only what this call made: an existing directory may belong to a live sandbox.
+    std::vector<std::string> made;
+    auto undo = [&made](Status st) {
+      for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+      return st;
+    };
+    for (const Hierarchy& h : l_.hierarchies_) {
+      const std::string dir = l_.Dir(h, id);
+      if (::mkdir(dir.c_str(), 0755) != 0) return undo(ErrnoStatus("mkdir", dir, errno));
+      made.push_back(dir);
+      if (h.cpuset) {
+        for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
+          Result<std::string> v = ReadFileToString(h.parent + "/" + f, 4096);
+          Status st = v.ok() ? WriteControl(dir + "/" + f, Trim(*v)) : v.status();
+          if (!st.ok()) return undo(st);
+        }
+      }
+    }
+    Status st = WriteLimits(id, limits);
+    return st.ok() ? st : undo(st);
+  }
+
+  Status UpdateLimits(const std::string& id, const Limits& limits) override {
+    const std::string mem_dir = l_.PathFor(id, "memory");
+    if (!Exists(mem_dir)) return NotFound("sandbox " + id + ": no cgroup");
+    if (!l_.v2_) {
+      // v1 keeps memsw.limit_in_bytes >= limit_in_bytes at every moment: raising the limit
+      // needs memsw raised first, which WriteLimits (limit first) would have refused.
+      Result<std::string> cur = ReadFileToString(mem_dir + "/memory.limit_in_bytes", 64);
+      uint64_t current = 0;
+      if (cur.ok()) {
+        std::string v = Trim(*cur);
+        std::from_chars(v.data(), v.data() + v.size(), current);
+      }
+      if (limits.memory_bytes > current) {
+        RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.memsw.limit_in_bytes",
+                                     std::to_string(limits.memory_bytes), true));
+      }
+    }
+    return WriteLimits(id, limits);
+  }
+
+  Status Attach(const std::string& id, pid_t pid, int) override {
+    const std::string p = std::to_string(pid);
+    for (const Hierarchy& h : l_.hierarchies_) {
+      RETURN_IF_ERROR(WriteControl(l_.Dir(h, id) + "/cgroup.procs", p));
+    }
+    return Status::Ok();
+  }
+
+  Status SetFrozen(const std::string& id, bool frozen) override {
+    const Hierarchy* h = l_.Find("freezer");
+    if (h == nullptr) return Unavailable("no freezer hierarchy");
+    const std::string dir = l_.Dir(*h, id);
+    if (!Exists(dir)) return NotFound("sandbox " + id + ": no cgroup");
+    if (l_.v2_) return WriteControl(dir + "/cgroup.freeze", frozen ? "1" : "0");
+    return WriteControl(dir + "/freezer.state", frozen ? "FROZEN" : "THAWED");
+  }
+
+  Status Kill(const std::string& id) override {
+    if (l_.v2_) {
+      const std::string dir = l_.Dir(l_.hierarchies_.front(), id);
+      if (!Exists(dir)) return Status::Ok();
+      // cgroup.kill (Linux 5.14) kills atomically, including tasks forking meanwhile.
+      if (Exists(dir + "/cgroup.kill")) return WriteControl(dir + "/cgroup.kill", "1");
+    }
+    ASSIGN_OR_RETURN(std::vector<pid_t> pids, l_.Procs(id));
+    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    return Status::Ok();
+  }
+
+  Status Remove(const std::string& id) override {
+    for (const Hierarchy& h : l_.hierarchies_) {
+      const std::string dir = l_.Dir(h, id);
+      if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) continue;
+      // EBUSY: a killed task is still on its way out of the cgroup.
+      if (errno == EBUSY) return Unavailable("rmdir " + dir + ": still busy");
+      return ErrnoStatus("rmdir", dir, errno);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status WriteLimits(const std::string& id, const Limits& limits) const {
+    const uint64_t quota_us =
+        std::max<uint64_t>(1000, static_cast<uint64_t>(std::llround(limits.cpus * kCpuPeriodUs)));
+    const std::string mem = std::to_string(limits.memory_bytes);
+    const std::string pids = std::to_string(limits.pids_max);
+    const std::string mem_dir = l_.PathFor(id, "memory");
+    const std::string pids_dir = l_.PathFor(id, "pids");
+    const std::string cpu_dir = l_.PathFor(id, "cpu");
+    if (l_.v2_) {
+      RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.max", mem));
+      // Memory means memory: no swapping past the limit (absent without swap accounting).
+      RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.swap.max", "0", true));
+      RETURN_IF_ERROR(WriteControl(pids_dir + "/pids.max", pids));
+      RETURN_IF_ERROR(WriteControl(cpu_dir + "/cpu.max",
+                                   std::to_string(quota_us) + " " + std::to_string(kCpuPeriodUs)));
+      return Status::Ok();
+    }
+    RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.limit_in_bytes", mem));
+    // memsw must be >= limit_in_bytes, so it is written second; equal means no swap.
+    RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.memsw.limit_in_bytes", mem, true));
+    RETURN_IF_ERROR(WriteControl(pids_dir + "/pids.max", pids));
+    RETURN_IF_ERROR(WriteControl(cpu_dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
+    RETURN_IF_ERROR(WriteControl(cpu_dir + "/cpu.cfs_quota_us", std::to_string(quota_us)));
+    return Status::Ok();
+  }
+
+  const Cgroups l_;  // the layout only (its acts_ is empty)
+};
+
+Result<Cgroups> Cgroups::Probe(const std::string& root, const std::string& name, std::shared_ptr<CgroupActs> acts) {
+  ASSIGN_OR_RETURN(Cgroups cg, Layout(root, name, /*make=*/true));
+  cg.acts_ = acts ? std::move(acts) : std::make_shared<LocalActs>(cg);
+  return cg;
+}
+
+Result<std::shared_ptr<CgroupActs>> Cgroups::ActsOn(const std::string& root, const std::string& name) {
+  ASSIGN_OR_RETURN(Cgroups cg, Layout(root, name, /*make=*/false));
+  return std::shared_ptr<CgroupActs>(std::make_shared<LocalActs>(std::move(cg)));
+}
+
+Result<Cgroups> Cgroups::Layout(const std::string& root, const std::string& name, bool make) {
   Cgroups cg;
   if (Exists(root + "/cgroup.controllers")) {
     cg.v2_ = true;
     const std::string parent = root + "/" + name;
+    if (!make) {
+      cg.hierarchies_.push_back({.controller = "", .parent = parent});
+      return cg;
+    }
     RETURN_IF_ERROR(MakeDirs(parent, 0755));
     ASSIGN_OR_RETURN(std::string available, ReadFileToString(root + "/cgroup.controllers", 4096));
     for (const char* c : {"cpu", "memory", "pids"}) {
@@ -103,8 +236,12 @@ Result<Cgroups> Cgroups::Probe(const std::string& root, const std::string& name)
     if (std::find(seen.begin(), seen.end(), st.st_dev) != seen.end()) continue;
     seen.push_back(st.st_dev);
     const std::string parent = mount + "/" + name;
-    RETURN_IF_ERROR(MakeDirs(parent, 0755));
     Hierarchy hier{.controller = h.dir, .parent = parent, .cpuset = std::string(h.dir) == "cpuset"};
+    if (!make) {
+      cg.hierarchies_.push_back(std::move(hier));
+      continue;
+    }
+    RETURN_IF_ERROR(MakeDirs(parent, 0755));
     if (hier.cpuset) {
       // A new cpuset starts with no cpus or mems and refuses tasks until given some.
       for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
@@ -136,82 +273,13 @@ std::string Cgroups::PathFor(const std::string& id, const std::string& controlle
   return h ? Dir(*h, id) : std::string();
 }
 
-Status Cgroups::Create(const std::string& id, const Limits& limits) const {
-  // Undo only what this call made: an existing directory may belong to a live sandbox.
-  std::vector<std::string> made;
-  auto undo = [&made](Status st) {
-    for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
-    return st;
-  };
-  for (const Hierarchy& h : hierarchies_) {
-    const std::string dir = Dir(h, id);
-    if (::mkdir(dir.c_str(), 0755) != 0) return undo(ErrnoStatus("mkdir", dir, errno));
-    made.push_back(dir);
-    if (h.cpuset) {
-      for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
-        Result<std::string> v = ReadFileToString(h.parent + "/" + f, 4096);
-        Status st = v.ok() ? WriteControl(dir + "/" + f, Trim(*v)) : v.status();
-        if (!st.ok()) return undo(st);
-      }
-    }
-  }
-  Status st = WriteLimits(id, limits);
-  return st.ok() ? st : undo(st);
-}
-
-Status Cgroups::WriteLimits(const std::string& id, const Limits& limits) const {
-  const uint64_t quota_us =
-      std::max<uint64_t>(1000, static_cast<uint64_t>(std::llround(limits.cpus * kCpuPeriodUs)));
-  const std::string mem = std::to_string(limits.memory_bytes);
-  const std::string pids = std::to_string(limits.pids_max);
-  const std::string mem_dir = PathFor(id, "memory");
-  const std::string pids_dir = PathFor(id, "pids");
-  const std::string cpu_dir = PathFor(id, "cpu");
-  if (v2_) {
-    RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.max", mem));
-    // Memory means memory: no swapping past the limit (absent without swap accounting).
-    RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.swap.max", "0", true));
-    RETURN_IF_ERROR(WriteControl(pids_dir + "/pids.max", pids));
-    RETURN_IF_ERROR(WriteControl(cpu_dir + "/cpu.max",
-                                 std::to_string(quota_us) + " " + std::to_string(kCpuPeriodUs)));
-    return Status::Ok();
-  }
-  RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.limit_in_bytes", mem));
-  // memsw must be >= limit_in_bytes, so it is written second; equal means no swap.
-  RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.memsw.limit_in_bytes", mem, true));
-  RETURN_IF_ERROR(WriteControl(pids_dir + "/pids.max", pids));
-  RETURN_IF_ERROR(WriteControl(cpu_dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
-  RETURN_IF_ERROR(WriteControl(cpu_dir + "/cpu.cfs_quota_us", std::to_string(quota_us)));
-  return Status::Ok();
-}
+Status Cgroups::Create(const std::string& id, const Limits& limits) const { return acts_->Create(id, limits); }
 
 Status Cgroups::UpdateLimits(const std::string& id, const Limits& limits) const {
-  const std::string mem_dir = PathFor(id, "memory");
-  if (!Exists(mem_dir)) return NotFound("sandbox " + id + ": no cgroup");
-  if (!v2_) {
-    // v1 keeps memsw.limit_in_bytes >= limit_in_bytes at every moment: raising the limit
-    // needs memsw raised first, which WriteLimits (limit first) would have refused.
-    Result<std::string> cur = ReadFileToString(mem_dir + "/memory.limit_in_bytes", 64);
-    uint64_t current = 0;
-    if (cur.ok()) {
-      std::string v = Trim(*cur);
-      std::from_chars(v.data(), v.data() + v.size(), current);
-    }
-    if (limits.memory_bytes > current) {
-      RETURN_IF_ERROR(WriteControl(mem_dir + "/memory.memsw.limit_in_bytes",
-                                   std::to_string(limits.memory_bytes), true));
-    }
-  }
-  return WriteLimits(id, limits);
+  return acts_->UpdateLimits(id, limits);
 }
 
-Status Cgroups::Attach(const std::string& id, pid_t pid) const {
-  const std::string p = std::to_string(pid);
-  for (const Hierarchy& h : hierarchies_) {
-    RETURN_IF_ERROR(WriteControl(Dir(h, id) + "/cgroup.procs", p));
-  }
-  return Status::Ok();
-}
+Status Cgroups::Attach(const std::string& id, pid_t pid, int pidfd) const { return acts_->Attach(id, pid, pidfd); }
 
 Status Cgroups::Freeze(const std::string& id) const {
   const Hierarchy* h = Find("freezer");
@@ -220,12 +288,12 @@ Status Cgroups::Freeze(const std::string& id) const {
   if (!Exists(dir)) return NotFound("sandbox " + id + ": no cgroup");
   const int64_t deadline = MonoNowNs() + kFreezeTimeoutNs;
   if (v2_) {
-    RETURN_IF_ERROR(WriteControl(dir + "/cgroup.freeze", "1"));
+    RETURN_IF_ERROR(acts_->SetFrozen(id, true));
     for (;;) {
       ASSIGN_OR_RETURN(bool frozen, EventIs(dir, "frozen", '1'));
       if (frozen) return Status::Ok();
       if (MonoNowNs() > deadline) {
-        (void)WriteControl(dir + "/cgroup.freeze", "0");  // never leave it half frozen
+        (void)acts_->SetFrozen(id, false);  // never leave it half frozen
         return DeadlineExceeded("freeze " + dir + ": still freezing after 5 s (tasks busy in the kernel); thawed again");
       }
       SleepMs(1);
@@ -233,14 +301,14 @@ Status Cgroups::Freeze(const std::string& id) const {
   }
   // v1: FREEZING until every task has stopped; writing FROZEN again retries stragglers.
   for (;;) {
-    RETURN_IF_ERROR(WriteControl(dir + "/freezer.state", "FROZEN"));
+    RETURN_IF_ERROR(acts_->SetFrozen(id, true));
     ASSIGN_OR_RETURN(std::string state, ReadFileToString(dir + "/freezer.state", 64));
     if (Trim(state) == "FROZEN") return Status::Ok();
     if (MonoNowNs() > deadline) {
       // Tasks in uninterruptible sleep (a sandbox hammering its disk quota makes btrfs
       // commit) keep v1 in FREEZING; the tasks already stopped would stay stopped while the
       // sandbox is still called running. Thaw them all and say so.
-      (void)WriteControl(dir + "/freezer.state", "THAWED");
+      (void)acts_->SetFrozen(id, false);
       return DeadlineExceeded("freeze " + dir + ": still " + Trim(state) +
                               " after 5 s (tasks busy in the kernel); thawed again");
     }
@@ -248,14 +316,7 @@ Status Cgroups::Freeze(const std::string& id) const {
   }
 }
 
-Status Cgroups::Thaw(const std::string& id) const {
-  const Hierarchy* h = Find("freezer");
-  if (h == nullptr) return Unavailable("no freezer hierarchy");
-  const std::string dir = Dir(*h, id);
-  if (!Exists(dir)) return NotFound("sandbox " + id + ": no cgroup");
-  if (v2_) return WriteControl(dir + "/cgroup.freeze", "0");
-  return WriteControl(dir + "/freezer.state", "THAWED");
-}
+Status Cgroups::Thaw(const std::string& id) const { return acts_->SetFrozen(id, false); }
 
 Result<std::vector<pid_t>> Cgroups::Procs(const std::string& id) const {
   std::vector<pid_t> pids;
@@ -287,9 +348,8 @@ Status Cgroups::KillAll(const std::string& id) const {
   if (v2_) {
     const std::string dir = Dir(hierarchies_.front(), id);
     if (!Exists(dir)) return Status::Ok();
-    // cgroup.kill (Linux 5.14) kills atomically, including tasks forking meanwhile.
     if (Exists(dir + "/cgroup.kill")) {
-      RETURN_IF_ERROR(WriteControl(dir + "/cgroup.kill", "1"));
+      RETURN_IF_ERROR(acts_->Kill(id));
       for (;;) {
         ASSIGN_OR_RETURN(bool empty, EventIs(dir, "populated", '0'));
         if (empty) return Status::Ok();
@@ -310,7 +370,7 @@ Status Cgroups::KillAll(const std::string& id) const {
   for (bool first = true;; first = false) {
     ASSIGN_OR_RETURN(std::vector<pid_t> pids, Procs(id));
     if (pids.empty()) break;
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    RETURN_IF_ERROR(acts_->Kill(id));
     if (first && frozen) (void)Thaw(id);
     if (MonoNowNs() > deadline) {
       return DeadlineExceeded("sandbox " + id + ": " + std::to_string(pids.size()) +
@@ -324,16 +384,11 @@ Status Cgroups::KillAll(const std::string& id) const {
 
 Status Cgroups::Remove(const std::string& id) const {
   const int64_t deadline = MonoNowNs() + kRmdirTimeoutNs;
-  for (const Hierarchy& h : hierarchies_) {
-    const std::string dir = Dir(h, id);
-    for (;;) {
-      if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) break;
-      // EBUSY: a killed task is still on its way out of the cgroup.
-      if (errno != EBUSY || MonoNowNs() > deadline) return ErrnoStatus("rmdir", dir, errno);
-      SleepMs(1);
-    }
+  for (;;) {
+    Status st = acts_->Remove(id);
+    if (st.ok() || st.code() != StatusCode::kUnavailable || MonoNowNs() > deadline) return st;
+    SleepMs(1);
   }
-  return Status::Ok();
 }
 
 Status Cgroups::RemoveParents() const {

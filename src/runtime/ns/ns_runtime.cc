@@ -310,7 +310,7 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
 
   RETURN_IF_ERROR(
       run(Step::kIdMaps, [&] { return ns::WriteIdMaps(child.pid, spec.uid_base, kUidRangeSize); }));
-  RETURN_IF_ERROR(run(Step::kCgroupAttach, [&] { return cgroups_.Attach(spec.id, child.pid); }));
+  RETURN_IF_ERROR(run(Step::kCgroupAttach, [&] { return cgroups_.Attach(spec.id, child.pid, child.pidfd.get()); }));
 
   UniqueFd root_mount;
   RETURN_IF_ERROR(run(Step::kIdmapRoot, [&]() -> Status {
@@ -421,7 +421,7 @@ Result<std::unique_ptr<NsRuntime>> NsRuntime::Create(const RuntimeConfig& config
     return InvalidArgument("run_dir must be absolute");
   RETURN_IF_ERROR(ValidateId(config.cgroup_name).Annotate("cgroup_name"));
   RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
-  ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name));
+  ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name, config.cgroup_acts));
   ASSIGN_OR_RETURN(std::vector<sock_filter> seccomp, ns::BuildSeccompFilter());
   return std::unique_ptr<NsRuntime>(
       new NsRuntimeImpl(config, std::move(cgroups), std::move(seccomp)));

@@ -640,7 +640,7 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
     return st;
   }
   // Into the sandbox's cgroup before it runs anything.
-  if (Status st = cgroups_.Attach(spec.id, pid); !st.ok()) {
+  if (Status st = cgroups_.Attach(spec.id, pid, vm->pidfd.get()); !st.ok()) {
     kill_child();
     return st;
   }
@@ -822,7 +822,7 @@ Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, co
   }
   RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
   RETURN_IF_ERROR(MakeDirs(image_dir, 0700));
-  ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name));
+  ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name, config.cgroup_acts));
   // KVM when the node may use it; the VMM joins /dev/kvm's group to open it.
   struct stat kvm;
   const bool has_kvm = ::access("/dev/kvm", R_OK | W_OK) == 0 && ::stat("/dev/kvm", &kvm) == 0;
