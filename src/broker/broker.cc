@@ -1,6 +1,7 @@
 #include "broker/broker.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "common/capabilities.h"
 #include "common/log.h"
@@ -25,7 +27,19 @@
 namespace space::broker {
 namespace {
 
-bool PidfdAlive(int pidfd) { return ::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0; }
+// A pidfd turns readable when its process exits (a zombie counts as gone). Polled, not
+// signalled with 0: the broker's seccomp pins pidfd_send_signal to SIGKILL.
+bool PidfdAlive(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return RetryEintr([&] { return ::poll(&p, 1, 0); }) == 0;
+}
+
+// Whether `fd` is a pidfd at all: anything else (a pipe, a socket) may poll as "alive".
+bool IsPidfd(int fd) {
+  char target[64];
+  ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof target - 1);
+  return n > 0 && std::string_view(target, static_cast<size_t>(n)) == "anon_inode:[pidfd]";
+}
 
 Result<pid_t> PidOfPidfd(int pidfd) {
   ASSIGN_OR_RETURN(std::string info, ReadFileToString("/proc/self/fdinfo/" + std::to_string(pidfd), 4096));
@@ -73,11 +87,11 @@ Status LoadBrokerSeccomp() {
   list.syscalls = KernelSurfaceSyscalls();
   list.syscalls.insert(list.syscalls.end(), std::begin(kRefusedSyscalls), std::end(kRefusedSyscalls));
   list.socket_families.assign(std::begin(kRefusedFamilies), std::end(kRefusedFamilies));
-  // SIGKILL to any pid (a v1 cgroup's tasks, which only CAP_KILL reaches); every other signal
-  // only to itself.
+  // SIGKILL to any pid (a v1 cgroup's tasks, which only CAP_KILL reaches) and to the node's
+  // children by pidfd (kill_child); every other signal only to itself.
   list.signals_only_to_self = false;
   const auto self = static_cast<uint64_t>(::getpid());
-  list.arg_must_equal = {{"setns", 1, CLONE_NEWNET},          {"pidfd_send_signal", 1, 0},
+  list.arg_must_equal = {{"setns", 1, CLONE_NEWNET},          {"pidfd_send_signal", 1, SIGKILL},
                          {"kill", 1, SIGKILL},                {"tgkill", 0, self},
                          {"rt_sigqueueinfo", 0, self},        {"rt_tgsigqueueinfo", 0, self}};
   return LoadDenyList(list);
@@ -92,22 +106,25 @@ bool IsNodeCgroupName(const std::string& name) {
   return true;
 }
 
-Result<pid_t> NodeChildOfPidfd(int pidfd) {
-  if (!PidfdAlive(pidfd)) return InvalidArgument("cgroup_attach: the descriptor is not the pidfd of a live process");
+Result<pid_t> NodeChildOfPidfd(int pidfd, std::string_view op) {
+  const std::string what(op);
+  if (!IsPidfd(pidfd)) return InvalidArgument(what + ": the descriptor is not a pidfd");
+  if (!PidfdAlive(pidfd)) return NotFound(what + ": the process has exited");
   ASSIGN_OR_RETURN(pid_t pid, PidOfPidfd(pidfd));
   ASSIGN_OR_RETURN(std::string status, ReadFileToString("/proc/" + std::to_string(pid) + "/status", 16384));
   size_t at = status.find("\nPPid:");
   long ppid = at == std::string::npos ? -1 : std::strtol(status.c_str() + at + 6, nullptr, 10);
   // Checked after the read: a live pidfd means the pid was not reused in between.
-  if (!PidfdAlive(pidfd)) return NotFound("cgroup_attach: the process exited");
+  if (!PidfdAlive(pidfd)) return NotFound(what + ": the process exited");
   if (ppid != ::getppid() || pid == ::getppid()) {
-    return PermissionDenied("cgroup_attach: process " + std::to_string(pid) + " is not a child of the node");
+    return PermissionDenied(what + ": process " + std::to_string(pid) + " is not a child of the node");
   }
   return pid;
 }
 
 Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
-  if (!PidfdAlive(pidfd)) return InvalidArgument("net_attach: the descriptor is not the pidfd of a live process");
+  if (!IsPidfd(pidfd)) return InvalidArgument("net_attach: the descriptor is not a pidfd");
+  if (!PidfdAlive(pidfd)) return NotFound("net_attach: the process has exited");
   ASSIGN_OR_RETURN(pid_t pid, PidOfPidfd(pidfd));
   const std::string proc = "/proc/" + std::to_string(pid);
   ASSIGN_OR_RETURN(UniqueFd netns, OpenFd(proc + "/ns/net", O_RDONLY | O_CLOEXEC));
@@ -211,6 +228,17 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
     }
     case Op::kCgroupAttach:
       return CgroupAttach(request, fds.at(0).get());
+    case Op::kKillChild: {
+      // The node's own children only: what it could kill itself if it had kept CAP_KILL for
+      // them and nothing else. The signal goes by the pidfd, so never to a reused pid.
+      const int pidfd = fds.at(0).get();
+      ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd, "kill_child"));
+      if (::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0) != 0) {
+        if (errno == ESRCH) return NotFound("kill_child: the process exited");
+        return ErrnoStatus("pidfd_send_signal", "SIGKILL to " + std::to_string(pid), errno);
+      }
+      return nlohmann::json::object();
+    }
   }
   return InvalidArgument("broker: unknown op");
 }
@@ -227,7 +255,7 @@ Result<runtime::CgroupActs*> Broker::Cgroups(CgroupRuntime runtime) {
 
 Result<nlohmann::json> Broker::CgroupAttach(const Request& request, int pidfd) {
   ASSIGN_OR_RETURN(runtime::CgroupActs * acts, Cgroups(request.runtime));
-  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd));
+  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd, "cgroup_attach"));
   RETURN_IF_ERROR(acts->Attach(request.id, pid, pidfd));
   // The pid written is the checked process's only while that process lives.
   if (!PidfdAlive(pidfd)) return NotFound("cgroup_attach: the process exited");

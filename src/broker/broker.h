@@ -6,10 +6,10 @@
 // use them nor regain them by exec, and cannot restart a broker that dies (the node then
 // stops; a restart reconciles). Today the broker holds the network family (the node's
 // firewall table, sandbox veths, network namespaces) and the writes to sandbox cgroups
-// (runtime/cgroup_acts.h: create with limits, attach, freeze, kill, remove), and keeps only
-// CAP_NET_ADMIN, CAP_SYS_ADMIN (setns into a sandbox's network namespace), CAP_SYS_PTRACE
-// (open that namespace), CAP_KILL (empty a v1 cgroup) and CAP_SYS_NICE (attach to a v1
-// cpuset). Storage and launch still run in the node: docs/privilege-inventory.md maps what is
+// (runtime/cgroup_acts.h: create with limits, attach, freeze, kill, remove) and SIGKILL for
+// the node's children (kill_child), and keeps only CAP_NET_ADMIN, CAP_SYS_ADMIN (setns into a
+// sandbox's network namespace), CAP_SYS_PTRACE (open that namespace), CAP_KILL (empty a v1
+// cgroup, kill the node's children) and CAP_SYS_NICE (attach to a v1 cpuset). Storage and launch still run in the node: docs/privilege-inventory.md maps what is
 // left to move.
 //
 // What a request cannot do: name a path, link or table (the broker derives them from its own
@@ -25,6 +25,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "broker/protocol.h"
@@ -36,15 +37,18 @@
 
 namespace space::broker {
 
-// The only capabilities the broker process keeps; the node drops them (but CAP_KILL and
-// CAP_SYS_NICE, which the node still uses). CAP_KILL: a v1 cgroup is emptied by SIGKILLing its
-// sandbox-uid tasks. CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a
-// subset of the writer's only with it (a VMM is attached before it drops root).
+// The only capabilities the broker process keeps; the node drops them (but CAP_SYS_NICE,
+// which the node still uses). CAP_KILL: a v1 cgroup is emptied by SIGKILLing its sandbox-uid
+// tasks, and the node's children under other uids are killed for it (kill_child).
+// CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a subset of the
+// writer's only with it (a VMM is attached before it drops root).
 inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL, CAP_SYS_NICE};
 // Capabilities the node drops because the broker now does what needed them (CAP_SYS_ADMIN
 // stays in the node until launch and storage move). CAP_SYS_PTRACE goes too: with it the
-// node could trace the broker and act through it.
-inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, CAP_NET_BROADCAST, CAP_SYS_PTRACE};
+// node could trace the broker and act through it. CAP_KILL: the node signals only its own
+// children (common/kill_child.h routes the kills it may not send through kill_child).
+inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, CAP_NET_BROADCAST, CAP_SYS_PTRACE,
+                                                   CAP_KILL};
 
 struct BrokerConfig {
   std::string net_lock_dir;  // host-wide network slot locks: <HostRunDir()>/net-slots
@@ -102,10 +106,11 @@ Status LoadBrokerSeccomp();
 // cannot be sent.
 int Serve(int fd, Broker* broker);
 
-// Checks that the process behind `pidfd` is a child of this process's parent (the node: a
-// sandbox's init or a VMM it just cloned, never another host process), and returns its pid.
-// Exposed for tests.
-Result<pid_t> NodeChildOfPidfd(int pidfd);
+// Checks that the process behind `pidfd` is alive and a child of this process's parent (the
+// node: a sandbox's init, a VMM, the gateway worker, the API front; never another host
+// process, never the node), and returns its pid. `op` names the request in errors. Exposed
+// for tests.
+Result<pid_t> NodeChildOfPidfd(int pidfd, std::string_view op = "kill_child");
 
 // The broker process's main: checks that `node_pid` is its parent, drops every capability
 // but kBrokerCapabilities, loads its seccomp filter, and serves the node on `fd` until the

@@ -169,8 +169,24 @@ Status BrokerClient::SeqpacketPair(int64_t send_buffer_bytes, UniqueFd* a, Uniqu
 }
 
 Status BrokerClient::CgroupAct(const Request& request, int pidfd) {
-  if (request.op < Op::kCgroupCreate) return InvalidArgument("root broker: not a cgroup request");
-  return Call(request, request.op == Op::kCgroupAttach ? pidfd : -1).status();
+  switch (request.op) {
+    case Op::kCgroupCreate:
+    case Op::kCgroupUpdate:
+    case Op::kCgroupFreeze:
+    case Op::kCgroupKill:
+    case Op::kCgroupRemove:
+      return Call(request).status();
+    case Op::kCgroupAttach:
+      return Call(request, pidfd).status();
+    default:
+      return InvalidArgument("root broker: not a cgroup request");
+  }
+}
+
+Status BrokerClient::KillChild(int pidfd) {
+  Request r;
+  r.op = Op::kKillChild;
+  return Call(r, pidfd).status();
 }
 
 }  // namespace space::broker

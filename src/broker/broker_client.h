@@ -47,6 +47,9 @@ class BrokerClient {
   Status SeqpacketPair(int64_t send_buffer_bytes, UniqueFd* a, UniqueFd* b);
   // One cgroup_* request (cgroup_attach with the process's pidfd); see BrokerCgroupActs.
   Status CgroupAct(const Request& request, int pidfd = -1);
+  // SIGKILL to this process's child behind `pidfd` (common/kill_child.h routes here).
+  // kNotFound when it has exited; kPermissionDenied for anything but a child.
+  Status KillChild(int pidfd);
 
  private:
   Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);

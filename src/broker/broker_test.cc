@@ -1,6 +1,7 @@
 #include "broker/broker.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -174,16 +175,20 @@ TEST_F(BrokerRootTest, SeccompRefusesWaysOutAndKeepsWhatTheBrokerUses) {
     if (!refused(::setresuid(1, 1, 1))) return 7;
     if (!refused(::syscall(SYS_bpf, 0, nullptr, 0))) return 8;
     if (::socket(AF_PACKET, SOCK_RAW, 0) != -1 || errno != EAFNOSUPPORT) return 9;
-    // What the broker does: netlink, setns into a network namespace, pidfd liveness, threads.
+    // pidfd_send_signal only with SIGKILL: liveness is polled (a probe with 0 is refused).
+    if (!refused(::syscall(SYS_pidfd_send_signal, target_pidfd, 0, nullptr, 0))) return 11;
+    // What the broker does: netlink, setns into a network namespace, pidfd polls, threads.
     int nl = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (nl < 0) return 20;
     ::close(nl);
     if (::setns(own_netns, CLONE_NEWNET) != 0) return 21;
-    if (::syscall(SYS_pidfd_send_signal, target_pidfd, 0, nullptr, 0) != 0) return 22;
+    pollfd p{target_pidfd, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 0) return 22;
     int ran = 0;
     std::thread([&] { ran = 1; }).join();
     if (!ran) return 23;
-    // SIGKILL to another process: a v1 cgroup's tasks (cgroup_kill).
+    // SIGKILL to another process: a v1 cgroup's tasks (cgroup_kill), a node's child (kill_child).
+    if (::syscall(SYS_pidfd_send_signal, target_pidfd, SIGKILL, nullptr, 0) != 0) return 25;
     return ::kill(target, SIGKILL) == 0 ? 0 : 24;
   });
   EXPECT_EQ(code, 0);
@@ -221,6 +226,50 @@ TEST_F(BrokerRootTest, AttachesOnlyChildrenOfItsParent) {
   EXPECT_EQ(NodeChildOfPidfd(p[0]).status().code(), StatusCode::kInvalidArgument);
   ::close(p[0]);
   ::close(p[1]);
+}
+
+// kill_child end to end: the test plays the node, a forked child the broker (serving the
+// node's socket under its own seccomp filter), other children the sandbox and a stranger.
+TEST_F(BrokerRootTest, KillsOnlyChildrenOfTheNodeOverItsSocket) {
+  Child sandbox, exited;
+  StartChild(&sandbox, false, 0);
+  StartChild(&exited, false, 0);
+  ::kill(exited.pid, SIGKILL);
+  ::waitpid(exited.pid, nullptr, 0);
+  exited.pid = -1;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  pid_t broker_pid = ::fork();
+  ASSERT_GE(broker_pid, 0);
+  if (broker_pid == 0) {
+    ::close(sv[0]);
+    if (!LoadBrokerSeccomp().ok()) ::_exit(1);
+    Broker broker(BrokerConfig{"/nonexistent"});
+    ::_exit(Serve(sv[1], &broker) == 0 ? 0 : 2);
+  }
+  ::close(sv[1]);
+  {
+    BrokerClient client{UniqueFd(sv[0])};
+    // Not children of the node: pid 1, and the node itself (the broker's parent).
+    UniqueFd init(static_cast<int>(::syscall(SYS_pidfd_open, 1, 0)));
+    EXPECT_EQ(client.KillChild(init.get()).code(), StatusCode::kPermissionDenied);
+    UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+    EXPECT_EQ(client.KillChild(self.get()).code(), StatusCode::kPermissionDenied);
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    EXPECT_EQ(client.KillChild(p[0]).code(), StatusCode::kInvalidArgument);
+    ::close(p[0]);
+    ::close(p[1]);
+    EXPECT_EQ(client.KillChild(exited.pidfd.get()).code(), StatusCode::kNotFound);
+    ASSERT_TRUE(client.KillChild(sandbox.pidfd.get()).ok());
+    int status = 0;
+    ASSERT_EQ(::waitpid(sandbox.pid, &status, 0), sandbox.pid);
+    sandbox.pid = -1;
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  }  // the client closes its end: the broker's loop ends
+  int status = 0;
+  ASSERT_EQ(::waitpid(broker_pid, &status, 0), broker_pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {

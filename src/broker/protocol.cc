@@ -35,6 +35,7 @@ const std::vector<OpInfo>& Ops() {
       {Op::kCgroupFreeze, "cgroup_freeze", 0, {"runtime", "id", "frozen"}},
       {Op::kCgroupKill, "cgroup_kill", 0, {"runtime", "id"}},
       {Op::kCgroupRemove, "cgroup_remove", 0, {"runtime", "id"}},
+      {Op::kKillChild, "kill_child", 1, {}},
   };
   return ops;
 }
@@ -216,6 +217,7 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     case Op::kHello:
     case Op::kNetAcquire:
     case Op::kNetRelease:
+    case Op::kKillChild:
       break;
     case Op::kCgroupCreate:
     case Op::kCgroupUpdate:

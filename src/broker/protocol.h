@@ -52,6 +52,7 @@ inline constexpr int64_t kMaxSendBufferBytes = 4 << 20;
 enum class Op {
   kHello, kNetAcquire, kFirewallInstall, kNetAttach, kNetDetach, kNetReconcile, kNetRelease, kSeqpacketPair,
   kCgroupCreate, kCgroupUpdate, kCgroupAttach, kCgroupFreeze, kCgroupKill, kCgroupRemove,
+  kKillChild,  // SIGKILL to the node's child behind the one descriptor (a pidfd)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name

@@ -122,6 +122,18 @@ TEST(ProtocolTest, RefusesCgroupRequestsOutsideTheirBounds) {
   ExpectRefused(R"({"op":"cgroup_remove_parents","runtime":"ns"})");
 }
 
+TEST(ProtocolTest, KillChildTakesOnlyOnePidfd) {
+  Request kill;
+  kill.op = Op::kKillChild;
+  EXPECT_EQ(EncodeRequest(kill), R"({"op":"kill_child"})");
+  EXPECT_EQ(Decoded(EncodeRequest(kill), 1).op, Op::kKillChild);
+  ExpectRefused(R"({"op":"kill_child"})", 0);
+  ExpectRefused(R"({"op":"kill_child"})", 2);
+  // No pid, signal or target by number: the descriptor is the whole request.
+  ExpectRefused(R"({"op":"kill_child","pid":1})", 1);
+  ExpectRefused(R"({"op":"kill_child","signal":15})", 1);
+}
+
 TEST(ProtocolTest, RefusesMalformedRequests) {
   ExpectRefused("");
   ExpectRefused("not json");

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "broker/broker.h"
+#include "runtime/vm/vmm_reaper.h"
 #include "front/front.h"
 #include "common/base64.h"
 #include "cli/client.h"
@@ -125,9 +126,21 @@ int RunFrontCommand(int argc, char** argv) {
   ::_exit(code);
 }
 
+// `space vmm-reaper --alive-fd N --qemu-pid P`: pid 1 of a VMM's PID namespace
+// (runtime/vm/vmm_reaper.h), exec'd by the VMM's launcher.
+int RunVmmReaperCommand(int argc, char** argv) {
+  std::map<std::string, long> f = {{"--alive-fd", 0}, {"--qemu-pid", 0}};
+  if (!ParseHelperFlags(argc, argv, &f) || f["--alive-fd"] < 3) {
+    std::cerr << "space vmm-reaper: started by the vm runtime only (--alive-fd N --qemu-pid P)\n";
+    return 2;
+  }
+  return runtime::vm::RunVmmReaper(static_cast<int>(f["--alive-fd"]), static_cast<pid_t>(f["--qemu-pid"]));
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "vmm-reaper") return RunVmmReaperCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "gateway-worker") return RunGatewayWorkerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "broker") return RunBrokerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "api-front") return RunFrontCommand(argc, argv);

@@ -18,6 +18,7 @@
 #include "broker/broker.h"
 #include "broker/broker_client.h"
 #include "common/capabilities.h"
+#include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "e2b/e2b.h"
@@ -123,6 +124,10 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << broker.status().ToString() << "\n";
     return 1;
   }
+  // Without CAP_KILL, the node's kills of its children under other uids (sandbox inits,
+  // VMMs, the gateway worker, the API front) go through the broker. Set before any thread
+  // starts; the broker lives until this process exits (_exit below).
+  SetChildKillRoute([b = broker->get()](int pidfd) { return b->KillChild(pidfd); });
   if (Status st = DropCapabilities({std::begin(broker::kNodeDroppedCapabilities),
                                     std::end(broker::kNodeDroppedCapabilities)});
       !st.ok()) {

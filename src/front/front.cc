@@ -98,6 +98,8 @@ int RunFront(int channel_fd, int listen_fd, pid_t node_pid) {
     return 1;
   }
   // The uid change cleared the parent-death signal: armed again, then the node checked again.
+  // (It reaches the front only from a node that kept CAP_KILL, since the kernel sends it with
+  // the dying node's credentials; otherwise the front ends when its channel closes.)
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != node_pid) return 1;
   api::HttpServerConfig hc;

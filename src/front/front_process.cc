@@ -12,6 +12,7 @@
 
 #include "common/datagram.h"
 #include "common/helper_spawn.h"
+#include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
 
@@ -48,8 +49,8 @@ Result<UniqueFd> FrontProcess::Spawn() {
   theirs.reset();
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   auto fail = [&](Status st) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
+    // Still root until it says ready: its own kill works, and a failed one is not waited on.
+    if (Status k = KillChildPid(pid); k.ok()) ::waitpid(pid, nullptr, 0);
     return st;
   };
   if (!pidfd.valid()) return fail(ErrnoStatus("pidfd_open", "API front", errno));
@@ -70,7 +71,9 @@ Result<UniqueFd> FrontProcess::Spawn() {
 void FrontProcess::Supervise(UniqueFd pidfd) {
   for (;;) {
     pollfd p{pidfd.get(), POLLIN, 0};
-    while (RetryEintr([&] { return ::poll(&p, 1, -1); }) <= 0) {
+    while (RetryEintr([&] { return ::poll(&p, 1, 250); }) <= 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (unkillable_) return;
     }
     int status = 0;
     ::waitpid(pid_.load(), &status, 0);
@@ -86,8 +89,8 @@ void FrontProcess::Supervise(UniqueFd pidfd) {
       if (next.ok()) {
         pidfd = std::move(*next);
         if (!stopping_) break;
-        ::kill(pid_.load(), SIGKILL);  // Stop came while it was starting
-        ::waitpid(pid_.load(), nullptr, 0);
+        // Stop came while it was starting.
+        if (Status k = KillChild(pidfd.get()); k.ok()) ::waitpid(pid_.load(), nullptr, 0);
         return;
       }
       LogError("front", next.status().ToString());
@@ -104,7 +107,14 @@ void FrontProcess::Stop() {
   cv_.notify_all();
   // The front ignores SIGTERM (a Ctrl-C reaches the process group); it ends when the node's
   // server closes its channel, or here.
-  if (pid_t pid = pid_.load(); pid > 0) ::kill(pid, SIGKILL);
+  // Unkillable only when the root broker is gone, and then the node exits next (the front
+  // dies with it): the supervisor stops waiting for its exit.
+  pid_t pid = pid_.load();
+  if (Status killed = pid > 0 ? KillChildPid(pid) : Status::Ok(); !killed.ok()) {
+    LogWarn("front", killed.ToString());
+    std::lock_guard<std::mutex> lock(mu_);
+    unkillable_ = true;
+  }
   if (supervisor_.joinable()) supervisor_.join();
 }
 

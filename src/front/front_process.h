@@ -40,7 +40,8 @@ class FrontProcess {
   std::atomic<pid_t> pid_{-1};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  bool stopping_ = false;     // guarded by mu_
+  bool unkillable_ = false;   // guarded by mu_: Stop could not kill the front (no root broker)
   std::thread supervisor_;
 };
 

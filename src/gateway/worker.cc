@@ -86,7 +86,9 @@ class SecretRequests {
   std::map<uint64_t, std::unique_ptr<Result<std::string>>> pending_;    // GUARDED_BY(mu_)
 };
 
-// PR_SET_PDEATHSIG, and a check that the node did not die before it was armed.
+// PR_SET_PDEATHSIG, and a check that the node did not die before it was armed. The kernel sends
+// that signal with the dying node's credentials, so it reaches a worker under another uid only
+// from a node that kept CAP_KILL; without it, the worker ends when its channel closes.
 Status DieWithNode(pid_t node_pid) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return ErrnoStatus("prctl", "PR_SET_PDEATHSIG", errno);
   if (node_pid > 0 && ::getppid() != node_pid) return Unavailable("the node exited");

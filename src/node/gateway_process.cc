@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "gateway/worker.h"
@@ -198,9 +199,12 @@ Status GatewayProcess::SpawnWorker() {
   theirs.reset();
   auto channel = std::make_shared<ipc::Channel>(std::move(mine), ipc::Sender::kWorker);
   auto fail = [&](const Status& st) {
-    ::kill(pid, SIGKILL);
     int status = 0;
-    RetryEintr([&] { return ::waitpid(pid, &status, 0); });
+    if (Status k = KillChildPid(pid); k.ok()) {
+      RetryEintr([&] { return ::waitpid(pid, &status, 0); });
+    } else {
+      LogWarn("gateway", k.ToString());  // it ends when its channel closes, with the node
+    }
     return Status(st.code(), "gateway worker: " + st.message());
   };
   if (Status st = channel->Send(ipc::Type::kConfig, ipc::ConfigJson(config_)); !st.ok()) return fail(st);
@@ -265,7 +269,7 @@ std::string GatewayProcess::KillWorker(bool ask_first) {
       if (!msg.ok() && msg.status().code() != StatusCode::kInvalidArgument) break;
     }
   }
-  ::kill(pid, SIGKILL);
+  if (Status k = KillChildPid(pid); !k.ok()) return "not killed (" + k.ToString() + ")";
   int status = 0;
   if (RetryEintr([&] { return ::waitpid(pid, &status, 0); }) != pid) return "not reaped";
   return WaitStatusText(status);

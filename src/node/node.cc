@@ -619,8 +619,8 @@ void Node::FailLostGuests() {
 Status Node::Reconcile() {
   // 1. Every sandbox process of a previous run lost its channel when that run died; end what
   //    is left of them (cgroups, scratch dirs) before anything else.
-  //    The vm runtime's VMMs died with the node (PR_SET_PDEATHSIG); their cgroups and
-  //    scratch dirs go here, and any VMM that outlived it with them.
+  //    The vm runtime's VMMs died with the node (their reapers saw its alive pipe close);
+  //    their cgroups and scratch dirs go here, and any VMM that outlived it with them.
   ASSIGN_OR_RETURN(std::set<std::string> present, runtime_->ListPresent());
   for (const auto& id : present) {
     if (Status st = runtime_->Destroy(id); !st.ok()) LogWarn("reconcile", st.ToString());

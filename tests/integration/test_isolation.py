@@ -79,10 +79,10 @@ class IsolationTest(unittest.TestCase):
 
     def test_network_privileges_only_in_the_root_broker(self):
         # The root broker (src/broker/broker.h) keeps CAP_NET_ADMIN, CAP_SYS_ADMIN,
-        # CAP_SYS_PTRACE, CAP_KILL (v1 cgroup kills) and CAP_SYS_NICE (v1 cpuset attach) and
-        # nothing else; the node gives up the
-        # network capabilities and CAP_SYS_PTRACE (with which it could trace the broker),
-        # bounding set included.
+        # CAP_SYS_PTRACE, CAP_KILL (v1 cgroup kills, the node's children) and CAP_SYS_NICE
+        # (v1 cpuset attach) and nothing else; the node gives up the network capabilities,
+        # CAP_SYS_PTRACE (with which it could trace the broker) and CAP_KILL (its kills of
+        # children under other uids go through the broker), bounding set included.
         brokers = root_brokers(self.s.proc.pid)
         self.assertEqual(len(brokers), 1, brokers)
         st = proc_status(brokers[0])
@@ -96,6 +96,7 @@ class IsolationTest(unittest.TestCase):
         # Not dumpable: its /proc files stay root's, and the node cannot trace it.
         self.assertEqual(os.stat("/proc/%d/mem" % brokers[0]).st_uid, 0)
         gone = (1 << 11) | (1 << 12) | (1 << 13) | (1 << 19)  # NET_BROADCAST, NET_ADMIN, NET_RAW, SYS_PTRACE
+        gone |= 1 << 5  # KILL
         for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
             try:
                 with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:

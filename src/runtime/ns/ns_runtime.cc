@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "runtime/ns/cgroup.h"
@@ -106,7 +107,10 @@ Status ReapChild(pid_t pid, int pidfd, int timeout_ms) {
   return Status::Ok();
 }
 
-void KillByPidfd(int pidfd) { ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); }
+// A failed kill shows in the reap that follows (which waits a bounded time).
+void KillByPidfd(int pidfd) {
+  if (Status st = KillChild(pidfd); !st.ok()) LogWarn("ns", st.ToString());
+}
 
 class NsRuntimeImpl final : public NsRuntime {
  public:

@@ -22,13 +22,16 @@
 #include <optional>
 
 #include "common/clock.h"
+#include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
+#include "runtime/vm/kvm_probe.h"
 #include "guest/protocol.h"
 #include "runtime/ns/cgroup.h"
 #include "runtime/vm/guest_assets.h"
 #include "runtime/vm/qemu_command.h"
 #include "runtime/vm/qmp_client.h"
+#include "runtime/vm/vmm_reaper.h"
 
 namespace space::runtime {
 namespace {
@@ -189,6 +192,8 @@ struct ChildPlan {
   std::vector<const char*> masked_dirs;
   int report_fd = -1;  // write end: errno of a failed step, then _exit
   int fds[vm::kInheritedFds] = {-1, -1, -1, -1, -1, -1};  // parked; dup2'ed onto kChannelFd + i
+  int exe_fd = -1;     // this program (O_PATH): pid 1 becomes `space vmm-reaper`
+  int alive_fd = -1;   // read end of the node's alive pipe (vmm_reaper.h)
 };
 
 [[noreturn]] void ChildFail(const ChildPlan& p, int step) {
@@ -201,8 +206,8 @@ struct ChildPlan {
   // Our copy of the node's fd table holds the API listener and the parent ends of other
   // children's go pipes (and they ours): kept while waiting, a node killed now would leave
   // them and us waiting on each other for ever. The parent's write end goes with the rest.
-  int keep[3 + vm::kInheritedFds] = {p.go_fd, p.report_fd, p.null_fd};
-  for (int i = 0; i < vm::kInheritedFds; ++i) keep[3 + i] = p.fds[i];
+  int keep[5 + vm::kInheritedFds] = {p.go_fd, p.report_fd, p.null_fd, p.exe_fd, p.alive_fd};
+  for (int i = 0; i < vm::kInheritedFds; ++i) keep[5 + i] = p.fds[i];
   if (CloseFdsExcept(keep, sizeof keep / sizeof keep[0]) != 0) ChildFail(p, 12);
   char go = 0;
   if (::read(p.go_fd, &go, 1) != 1) ::_exit(126);
@@ -222,10 +227,26 @@ struct ChildPlan {
   if (::syscall(SYS_setgroups, p.kvm_group ? 1 : 0, groups) != 0) ChildFail(p, 3);
   if (::syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail(p, 4);
   if (::syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail(p, 5);
-  // Set after the uid change (which clears it). The node was alive when it sent "go"; in our
-  // own PID namespace getppid() is 0, so a death in between is caught by the node's pidfd.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) ChildFail(p, 6);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(p, 7);
+  // QEMU runs as pid 2; this process, pid 1 of the VMM's PID namespace, becomes its reaper
+  // (vmm_reaper.h), which ends it when the node dies. A raw fork: glibc's would run the
+  // node's atfork handlers, whose threads do not exist here.
+  const long qemu = ::syscall(SYS_clone, SIGCHLD, 0, nullptr, nullptr, 0);
+  if (qemu < 0) ChildFail(p, 13);
+  if (qemu > 0) {
+    const int alive = p.alive_fd == vm::kReaperAliveFd ? ::fcntl(p.alive_fd, F_SETFD, 0)
+                                                        : ::dup2(p.alive_fd, vm::kReaperAliveFd);
+    if (alive < 0 || ::dup2(p.null_fd, 0) < 0 || ::dup2(p.null_fd, 1) < 0 || ::dup2(p.null_fd, 2) < 0) ChildFail(p, 8);
+    // No allocation here (another node thread may have held the malloc lock at the clone).
+    char pid_arg[24];
+    char* d = pid_arg + sizeof pid_arg;
+    *--d = '\0';
+    for (long v = qemu; v > 0; v /= 10) *--d = static_cast<char>('0' + v % 10);
+    static_assert(vm::kReaperAliveFd == 3);
+    const char* argv[] = {"space", "vmm-reaper", "--alive-fd", "3", "--qemu-pid", d, nullptr};
+    ::syscall(SYS_execveat, p.exe_fd, "", argv, p.envp.data(), AT_EMPTY_PATH);
+    ChildFail(p, 14);
+  }
   for (int i = 0; i < vm::kInheritedFds; ++i) {
     if (p.fds[i] >= 0 && ::dup2(p.fds[i], vm::kChannelFd + i) < 0) ChildFail(p, 8);
   }
@@ -245,13 +266,14 @@ const char* ChildStepName(int step) {
     case 3: return "setgroups";
     case 4: return "setresgid";
     case 5: return "setresuid";
-    case 6: return "PR_SET_PDEATHSIG";
     case 7: return "PR_SET_NO_NEW_PRIVS";
     case 8: return "dup2";
     case 9: return "execve";
     case 10: return "mount proc";
     case 11: return "mount tmpfs over a host directory";
     case 12: return "close_range";
+    case 13: return "fork QEMU";
+    case 14: return "execute the VMM reaper";
     default: return "?";
   }
 }
@@ -271,8 +293,11 @@ Status ReapChild(pid_t pid, int pidfd, int timeout_ms) {
 class VmRuntimeImpl final : public Runtime {
  public:
   VmRuntimeImpl(RuntimeConfig config, std::string image_dir, ns::Cgroups cgroups, bool kvm, gid_t kvm_gid,
-                int64_t host_tsc_khz)
-      : config_(std::move(config)),
+                int64_t host_tsc_khz, UniqueFd exe_fd, UniqueFd alive_r, UniqueFd alive_w)
+      : exe_fd_(std::move(exe_fd)),
+        alive_r_(std::move(alive_r)),
+        alive_w_(std::move(alive_w)),
+        config_(std::move(config)),
         image_dir_(std::move(image_dir)),
         cgroups_(std::move(cgroups)),
         kvm_(kvm),
@@ -336,6 +361,9 @@ class VmRuntimeImpl final : public Runtime {
   }
   Result<std::shared_ptr<Vm>> StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir);
 
+  // This program, for the VMM reaper, and the alive pipe (vmm_reaper.h): the write end lives
+  // only here (close-on-exec), so it closes when the node dies and every reaper sees EOF.
+  const UniqueFd exe_fd_, alive_r_, alive_w_;
   const RuntimeConfig config_;
   const std::string image_dir_;  // template images and checkpoints, on the pool's filesystem
   const ns::Cgroups cgroups_;
@@ -513,7 +541,7 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
     if (st.ok()) st = (*vm)->qmp->Execute("cont").status();
     if (!st.ok()) {
       std::string log = Tail(dir + "/console.log", 400);
-      (void)::syscall(SYS_pidfd_send_signal, (*vm)->pidfd.get(), SIGKILL, nullptr, 0);
+      if (Status k = KillChild((*vm)->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
       (void)ReapChild((*vm)->pid, (*vm)->pidfd.get(), kDestroyWaitMs);
       st = st.Annotate("restore" + (log.empty() ? "" : " (VMM said: " + log + ")"));
     }
@@ -596,6 +624,8 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   p.gid = spec.uid_base;
   p.kvm_group = plan.kvm;
   p.kvm_gid = kvm_gid_;
+  p.exe_fd = exe_fd_.get();
+  p.alive_fd = alive_r_.get();
   p.go_fd = go_r.get();
   p.report_fd = report_w.get();
   ASSIGN_OR_RETURN(UniqueFd null_fd, OpenFd("/dev/null", O_RDONLY | O_CLOEXEC));
@@ -630,7 +660,11 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   console_fd.reset();
   incoming_fd.reset();
   auto kill_child = [&] {
-    ::kill(pid, SIGKILL);
+    // Waited for only once killed: a VMM out of reach (no broker) dies with the node.
+    if (Status st = KillChildPid(pid); !st.ok()) {
+      LogWarn("vm", st.ToString());
+      return;
+    }
     int status;
     (void)RetryEintr([&] { return ::waitpid(pid, &status, 0); });
   };
@@ -714,7 +748,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
       if (hello.type != guest::FrameType::kHello) return Unavailable("template VM spoke before saying hello");
       return SaveState(*vm, spec.id, tmp_fd.get());
     }();
-    (void)::syscall(SYS_pidfd_send_signal, vm->pidfd.get(), SIGKILL, nullptr, 0);
+    if (Status k = KillChild(vm->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
     (void)ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs);
     RETURN_IF_ERROR(saved);
     if (::rename(tmp.c_str(), dir.c_str()) != 0) return ErrnoStatus("rename", dir, errno);
@@ -741,7 +775,7 @@ Status VmRuntimeImpl::Destroy(const std::string& id) {
     }
   }
   if (vm) {
-    (void)::syscall(SYS_pidfd_send_signal, vm->pidfd.get(), SIGKILL, nullptr, 0);
+    if (Status k = KillChild(vm->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
     if (Status st = ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs); !st.ok()) LogWarn("vm", st.ToString());
   }
   // A VMM of an earlier node run is not our child: its cgroup finds it.
@@ -823,11 +857,19 @@ Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, co
   RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
   RETURN_IF_ERROR(MakeDirs(image_dir, 0700));
   ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name, config.cgroup_acts));
-  // KVM when the node may use it; the VMM joins /dev/kvm's group to open it.
-  struct stat kvm;
-  const bool has_kvm = ::access("/dev/kvm", R_OK | W_OK) == 0 && ::stat("/dev/kvm", &kvm) == 0;
-  return std::unique_ptr<Runtime>(
-      new VmRuntimeImpl(config, image_dir, std::move(cgroups), has_kvm, has_kvm ? kvm.st_gid : 0, HostTscKhz()));
+  // KVM when the VMM can use it (it joins /dev/kvm's group to open it); TCG otherwise.
+  Result<gid_t> kvm = vm::KvmGroupForVmm();
+  if (kvm.ok()) {
+    LogInfo("vm", "accelerator: KVM");
+  } else if (kvm.status().code() != StatusCode::kNotFound) {
+    LogInfo("vm", "accelerator: TCG (emulation): " + kvm.status().message());
+  }
+  ASSIGN_OR_RETURN(UniqueFd exe, OpenFd("/proc/self/exe", O_PATH | O_CLOEXEC));
+  int alive[2];
+  if (::pipe2(alive, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "VMM alive pipe", errno);
+  return std::unique_ptr<Runtime>(new VmRuntimeImpl(config, image_dir, std::move(cgroups), kvm.ok(), kvm.ok() ? *kvm : 0,
+                                                    HostTscKhz(), std::move(exe), UniqueFd(alive[0]),
+                                                    UniqueFd(alive[1])));
 }
 
 }  // namespace space::runtime

@@ -4,8 +4,9 @@
 //
 // Containment of the VMM: QEMU runs as the sandbox's unprivileged host uid (its uid range
 // base), in new network, IPC, UTS and mount namespaces, in a per-sandbox cgroup holding the
-// memory/cpu/pids limits, with no_new_privs, PR_SET_PDEATHSIG(SIGKILL) (it dies with the
-// node) and QEMU's own seccomp sandbox; its only devices are a virtio-blk disk, one
+// memory/cpu/pids limits, with no_new_privs and QEMU's own seccomp sandbox, as pid 2 of a PID
+// namespace whose pid 1 is the VMM reaper (vmm_reaper.h: it dies with the node, and QEMU with
+// it); its only devices are a virtio-blk disk, one
 // virtio-serial port (the guest channel) and a serial console. Files reach it as inherited
 // fds. See qemu_command.h for the command line.
 //

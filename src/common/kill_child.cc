@@ -1,0 +1,53 @@
+#include "common/kill_child.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/syscall.h"
+#include "common/unique_fd.h"
+
+namespace space {
+namespace {
+
+std::mutex route_mu;
+std::shared_ptr<const ChildKillRoute> route;  // GUARDED_BY(route_mu)
+
+std::shared_ptr<const ChildKillRoute> Route() {
+  std::lock_guard<std::mutex> lock(route_mu);
+  return route;
+}
+
+}  // namespace
+
+void SetChildKillRoute(ChildKillRoute r) {
+  auto next = r ? std::make_shared<const ChildKillRoute>(std::move(r)) : nullptr;
+  std::lock_guard<std::mutex> lock(route_mu);
+  route = std::move(next);
+}
+
+Status KillChild(int pidfd) {
+  if (::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0) == 0 || errno == ESRCH) return Status::Ok();
+  const int err = errno;
+  auto r = Route();
+  if (err != EPERM || !r) return ErrnoStatus("pidfd_send_signal", "SIGKILL to a child", err);
+  Status st = (*r)(pidfd);
+  if (st.code() == StatusCode::kNotFound) return Status::Ok();  // it exited meanwhile
+  return st.Annotate("kill a child");
+}
+
+Status KillChildPid(pid_t pid) {
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd.valid()) return KillChild(pidfd.get());
+  if (errno == ESRCH) return Status::Ok();
+  // No descriptor to hand on (out of descriptors): only a kill this process may send itself.
+  if (::kill(pid, SIGKILL) == 0 || errno == ESRCH) return Status::Ok();
+  return ErrnoStatus("kill", "SIGKILL to child " + std::to_string(pid), errno);
+}
+
+}  // namespace space
