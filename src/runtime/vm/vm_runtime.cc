@@ -234,9 +234,11 @@ struct ChildPlan {
   const long qemu = ::syscall(SYS_clone, SIGCHLD, 0, nullptr, nullptr, 0);
   if (qemu < 0) ChildFail(p, 13);
   if (qemu > 0) {
-    const int alive = p.alive_fd == vm::kReaperAliveFd ? ::fcntl(p.alive_fd, F_SETFD, 0)
-                                                        : ::dup2(p.alive_fd, vm::kReaperAliveFd);
-    if (alive < 0 || ::dup2(p.null_fd, 0) < 0 || ::dup2(p.null_fd, 1) < 0 || ::dup2(p.null_fd, 2) < 0) ChildFail(p, 8);
+    // exe_fd and alive_fd sit at or above kParkedFdBase, so these dup2s never clobber them.
+    if (::dup2(p.null_fd, 0) < 0 || ::dup2(p.null_fd, 1) < 0 || ::dup2(p.null_fd, 2) < 0 ||
+        ::dup2(p.alive_fd, vm::kReaperAliveFd) < 0) {
+      ChildFail(p, 8);
+    }
     // No allocation here (another node thread may have held the malloc lock at the clone).
     char pid_arg[24];
     char* d = pid_arg + sizeof pid_arg;
@@ -864,12 +866,23 @@ Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, co
   } else if (kvm.status().code() != StatusCode::kNotFound) {
     LogInfo("vm", "accelerator: TCG (emulation): " + kvm.status().message());
   }
-  ASSIGN_OR_RETURN(UniqueFd exe, OpenFd("/proc/self/exe", O_PATH | O_CLOEXEC));
+  // Kept above the numbers a VMM launcher dup2s onto (0-2, kChannelFd..kDiskReadOnlyFd).
+  auto high = [](int fd) -> Result<UniqueFd> {
+    UniqueFd low(fd);
+    UniqueFd moved(::fcntl(low.get(), F_DUPFD_CLOEXEC, kParkedFdBase));
+    if (!moved) return ErrnoStatus("fcntl", "F_DUPFD_CLOEXEC", errno);
+    return moved;
+  };
+  ASSIGN_OR_RETURN(UniqueFd exe_low, OpenFd("/proc/self/exe", O_PATH | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd exe, high(exe_low.release()));
   int alive[2];
   if (::pipe2(alive, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "VMM alive pipe", errno);
+  UniqueFd alive_w_low(alive[1]);
+  ASSIGN_OR_RETURN(UniqueFd alive_r, high(alive[0]));
+  ASSIGN_OR_RETURN(UniqueFd alive_w, high(alive_w_low.release()));
   return std::unique_ptr<Runtime>(new VmRuntimeImpl(config, image_dir, std::move(cgroups), kvm.ok(), kvm.ok() ? *kvm : 0,
-                                                    HostTscKhz(), std::move(exe), UniqueFd(alive[0]),
-                                                    UniqueFd(alive[1])));
+                                                    HostTscKhz(), std::move(exe), std::move(alive_r),
+                                                    std::move(alive_w)));
 }
 
 }  // namespace space::runtime
