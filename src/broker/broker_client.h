@@ -48,7 +48,8 @@ class BrokerClient {
   // One cgroup_* request (cgroup_attach with the process's pidfd); see BrokerCgroupActs.
   Status CgroupAct(const Request& request, int pidfd = -1);
   // SIGKILL to this process's child behind `pidfd` (common/kill_child.h routes here).
-  // kNotFound when it has exited; kPermissionDenied for anything but a child.
+  // kNotFound when it has exited; kPermissionDenied for anything but a child;
+  // kInvalidArgument for a descriptor that is not a pidfd.
   Status KillChild(int pidfd);
 
  private:

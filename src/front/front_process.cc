@@ -49,7 +49,8 @@ Result<UniqueFd> FrontProcess::Spawn() {
   theirs.reset();
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   auto fail = [&](Status st) {
-    // Still root until it says ready: its own kill works, and a failed one is not waited on.
+    // A kill that fails (the root broker gone, the node stopping) is not waited on: the front
+    // ends when its channel closes, and stays a zombie until the node exits.
     if (Status k = KillChildPid(pid); k.ok()) ::waitpid(pid, nullptr, 0);
     return st;
   };
@@ -76,10 +77,11 @@ void FrontProcess::Supervise(UniqueFd pidfd) {
       if (unkillable_) return;
     }
     int status = 0;
-    ::waitpid(pid_.load(), &status, 0);
+    const pid_t exited = pid_.exchange(-1);  // reaped: its number may name another process now
+    ::waitpid(exited, &status, 0);
     std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) return;
-    LogError("front", "the API front (pid " + std::to_string(pid_.load()) + ") exited with status " +
+    LogError("front", "the API front (pid " + std::to_string(exited) + ") exited with status " +
                           std::to_string(status) + "; starting a new one");
     for (;;) {
       if (cv_.wait_for(lock, kRestartDelay, [this] { return stopping_; })) return;

@@ -6,8 +6,9 @@
 //   2. drops to the uid the node gave it (the base of a uid slot the node holds for it, so
 //      no sandbox, no other node's worker and no host account shares it): no groups, every
 //      capability gone (bounding set too), no new privileges, not dumpable, its own seccomp
-//      filter (worker_seccomp.h); dies with the node (PR_SET_PDEATHSIG, re-armed after the
-//      uid change, which clears it);
+//      filter (worker_seccomp.h); PR_SET_PDEATHSIG re-armed after the uid change (which
+//      clears it), though it reaches the worker only from a node that kept CAP_KILL: the
+//      worker ends with the node because its channel closes (EOF, step 3);
 //   3. starts gateway::Gateway with hooks that ask the node for secrets and send it audit
 //      records, answers `ready`, and serves register / unregister until `stop` or EOF.
 #pragma once

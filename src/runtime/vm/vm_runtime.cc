@@ -110,6 +110,14 @@ constexpr int kTemplateBootTimeoutMs = 120000;
 // Where the launcher parks fds before dup2 onto the fixed numbers of qemu_command.h.
 constexpr int kParkedFdBase = 100;
 
+// `fd` moved to the lowest free number at or above kParkedFdBase (close-on-exec): out of the
+// way of every dup2 the launcher makes (0-2, kChannelFd..kDiskReadOnlyFd, kReaperAliveFd).
+Result<UniqueFd> ParkHigh(UniqueFd fd) {
+  UniqueFd moved(::fcntl(fd.get(), F_DUPFD_CLOEXEC, kParkedFdBase));
+  if (!moved) return ErrnoStatus("fcntl", "F_DUPFD_CLOEXEC", errno);
+  return moved;
+}
+
 bool IsIdChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
@@ -234,7 +242,7 @@ struct ChildPlan {
   const long qemu = ::syscall(SYS_clone, SIGCHLD, 0, nullptr, nullptr, 0);
   if (qemu < 0) ChildFail(p, 13);
   if (qemu > 0) {
-    // exe_fd and alive_fd sit at or above kParkedFdBase, so these dup2s never clobber them.
+    // Every fd of the plan sits at or above kParkedFdBase, so these dup2s clobber none.
     if (::dup2(p.null_fd, 0) < 0 || ::dup2(p.null_fd, 1) < 0 || ::dup2(p.null_fd, 2) < 0 ||
         ::dup2(p.alive_fd, vm::kReaperAliveFd) < 0) {
       ChildFail(p, 8);
@@ -624,13 +632,17 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   p.envp = {kPath, kHome, nullptr};
   p.uid = spec.uid_base;
   p.gid = spec.uid_base;
-  p.kvm_group = plan.kvm;
+  p.kvm_group = plan.kvm && kvm_gid_ != 0;  // 0: /dev/kvm is open to all
   p.kvm_gid = kvm_gid_;
   p.exe_fd = exe_fd_.get();
   p.alive_fd = alive_r_.get();
+  // The launcher's own fds must survive its dup2s: parked high too.
+  ASSIGN_OR_RETURN(go_r, ParkHigh(std::move(go_r)));
+  ASSIGN_OR_RETURN(report_w, ParkHigh(std::move(report_w)));
+  ASSIGN_OR_RETURN(UniqueFd null_low, OpenFd("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd null_fd, ParkHigh(std::move(null_low)));
   p.go_fd = go_r.get();
   p.report_fd = report_w.get();
-  ASSIGN_OR_RETURN(UniqueFd null_fd, OpenFd("/dev/null", O_RDONLY | O_CLOEXEC));
   p.null_fd = null_fd.get();
   static constexpr const char* kMaskedDirs[] = {"/run",     "/tmp", "/var/tmp", "/var/run", "/home",
                                                 "/dev/shm", "/mnt", "/media",   "/srv"};
@@ -866,20 +878,13 @@ Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, co
   } else if (kvm.status().code() != StatusCode::kNotFound) {
     LogInfo("vm", "accelerator: TCG (emulation): " + kvm.status().message());
   }
-  // Kept above the numbers a VMM launcher dup2s onto (0-2, kChannelFd..kDiskReadOnlyFd).
-  auto high = [](int fd) -> Result<UniqueFd> {
-    UniqueFd low(fd);
-    UniqueFd moved(::fcntl(low.get(), F_DUPFD_CLOEXEC, kParkedFdBase));
-    if (!moved) return ErrnoStatus("fcntl", "F_DUPFD_CLOEXEC", errno);
-    return moved;
-  };
   ASSIGN_OR_RETURN(UniqueFd exe_low, OpenFd("/proc/self/exe", O_PATH | O_CLOEXEC));
-  ASSIGN_OR_RETURN(UniqueFd exe, high(exe_low.release()));
+  ASSIGN_OR_RETURN(UniqueFd exe, ParkHigh(std::move(exe_low)));
   int alive[2];
   if (::pipe2(alive, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "VMM alive pipe", errno);
-  UniqueFd alive_w_low(alive[1]);
-  ASSIGN_OR_RETURN(UniqueFd alive_r, high(alive[0]));
-  ASSIGN_OR_RETURN(UniqueFd alive_w, high(alive_w_low.release()));
+  UniqueFd alive_r_low(alive[0]), alive_w_low(alive[1]);
+  ASSIGN_OR_RETURN(UniqueFd alive_r, ParkHigh(std::move(alive_r_low)));
+  ASSIGN_OR_RETURN(UniqueFd alive_w, ParkHigh(std::move(alive_w_low)));
   return std::unique_ptr<Runtime>(new VmRuntimeImpl(config, image_dir, std::move(cgroups), kvm.ok(), kvm.ok() ? *kvm : 0,
                                                     HostTscKhz(), std::move(exe), std::move(alive_r),
                                                     std::move(alive_w)));
