@@ -16,11 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
 import harness  # noqa: E402
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+from stats import pct, timed  # noqa: E402
 
 
 class Conn:
@@ -40,12 +36,6 @@ class Conn:
         if not self.keep_alive:
             self.c.close()
         return r.status, (json.loads(data) if data else None)
-
-
-def timed(f):
-    t = time.perf_counter()
-    f()
-    return (time.perf_counter() - t) * 1000
 
 
 def round_on(server, sid, n, out):

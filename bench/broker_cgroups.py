@@ -17,17 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
 import harness  # noqa: E402
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
-
-
-def timed(f):
-    t = time.perf_counter()
-    f()
-    return (time.perf_counter() - t) * 1000
+from stats import pct, timed  # noqa: E402
 
 
 def round_on(s, n, out):

@@ -16,11 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
 from harness import Server  # noqa: E402
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+from stats import pct  # noqa: E402
 
 
 def row(name, xs, base=None):

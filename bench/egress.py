@@ -30,6 +30,7 @@ from testnet import UPSTREAM_IP, TestNet  # noqa: E402
 # Runs in the sandbox and on the host alike: N requests, one connection each; prints ms.
 CLIENT = r"""
 import http.client, json, os, ssl, sys, time
+from stats import pct  # noqa: E402
 scheme, host, n, ca = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 ctx = ssl.create_default_context(cafile=ca if ca != "-" else None)
 hdr = {"Authorization": "Bearer " + os.environ.get("TOKEN", "none")}
@@ -43,11 +44,6 @@ for i in range(n):
     out.append((time.perf_counter() - t) * 1000)
 print(json.dumps(out))
 """
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
 def main():

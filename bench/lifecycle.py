@@ -15,17 +15,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
 from create_exec import Conn, pct  # noqa: E402
 from harness import Server  # noqa: E402
+from stats import timed_result  # noqa: E402
 
 
 def row(name, xs, base=None):
     ratio = "" if base is None else "%.2fx" % (pct(xs, 50) / pct(base, 50))
     return "| %s | %d | %.2f | %.2f | %.2f | %s |" % (name, len(xs), pct(xs, 50), pct(xs, 90), pct(xs, 99), ratio)
-
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return (time.perf_counter() - t) * 1000, out
 
 
 def wait_restorable(c, snap_id, timeout=600):
@@ -54,7 +49,7 @@ def main():
         c = Conn(s.url, s.key)
         base = []
         for _ in range(args.n):
-            ms, (st, d) = timed(lambda: c.call("POST", "/v1/sandboxes?wait=true", {"template": "busybox"}))
+            ms, (st, d) = timed_result(lambda: c.call("POST", "/v1/sandboxes?wait=true", {"template": "busybox"}))
             base.append(ms)
             c.call("DELETE", "/v1/sandboxes/%s?wait=true" % d["sandbox"]["id"])
         rows.append(row("baseline: create from template", base, base))
@@ -73,16 +68,16 @@ def main():
             for i in range(args.n):
                 c.call("POST", "/v1/sandboxes/%s/exec" % sid,
                        {"cmd": ["sh", "-c", "head -c 65536 /dev/urandom > /root/small%d" % i]})
-                ms, (st, snap) = timed(lambda: c.call("POST", "/v1/sandboxes/%s/snapshots" % sid, {}))
+                ms, (st, snap) = timed_result(lambda: c.call("POST", "/v1/sandboxes/%s/snapshots" % sid, {}))
                 assert st == 201, snap
                 snaps.append(ms)
-                ms, (st, f) = timed(lambda: c.call("POST", "/v1/sandboxes/%s/fork?wait=true" % sid,
-                                                   {"snapshot": first["id"]}))
+                ms, (st, f) = timed_result(lambda: c.call("POST", "/v1/sandboxes/%s/fork?wait=true" % sid,
+                                                          {"snapshot": first["id"]}))
                 assert st == 201, f
                 forks.append(ms)
                 c.call("DELETE", "/v1/sandboxes/%s?wait=true" % f["sandboxes"][0]["id"])
-                ms, (st, r) = timed(lambda: c.call("POST", "/v1/sandboxes/%s/rollback" % sid,
-                                                   {"snapshot": first["id"]}))
+                ms, (st, r) = timed_result(lambda: c.call("POST", "/v1/sandboxes/%s/rollback" % sid,
+                                                          {"snapshot": first["id"]}))
                 assert st == 200, r
                 rollbacks.append(ms)
             rows.append(row("snapshot, %d MiB written" % mib, snaps, base))

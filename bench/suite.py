@@ -32,19 +32,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests/integration"))
 from harness import SPACE_BIN, Server, node_cgroup_name  # noqa: E402
 import svgplot  # noqa: E402
+from stats import pct  # noqa: E402
 
 TEMPLATE = "busybox"
 WARM_POOL = 8
 # Below the 16 MiB a process retains (node/process.h kMaxRetainedBytes): an SSE follower is fed
 # from that buffer, so a larger stdout arrives truncated (see the notes).
 STREAM_FILE = 15 << 20
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
 def ms_since(t):

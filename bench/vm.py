@@ -19,17 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
 from harness import Server  # noqa: E402
-
-
-def pct(xs, p):
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
-
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return (time.perf_counter() - t) * 1000, out
+from stats import pct, timed_result  # noqa: E402
 
 
 def vm_accelerator():
@@ -82,21 +72,21 @@ def main():
             return d["sandbox"]
 
         # Warm-up: kernel fetch, initramfs, template image (cached afterwards).
-        ms, first = timed(lambda: create(vm))
+        ms, first = timed_result(lambda: create(vm))
         print("first vm create (builds the cached guest assets): %.0f ms" % ms)
         s.exec(first["id"], ["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i > /dev/shm/count; sleep 0.2; done &"])
         cold, restore, fork, snap_ms = [], [], [], []
         steps_cold, steps_restore = None, None
         for _ in range(a.n):
-            ms, sb = timed(lambda: create(vm))
+            ms, sb = timed_result(lambda: create(vm))
             cold.append(ms)
             steps_cold = sb["timings"]["steps"]
             s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sb["id"])
-        ms, snap = timed(lambda: s.json("POST", "/v1/sandboxes/%s/snapshots" % first["id"], {"label": "bench"},
-                                        timeout=600)[1])
+        ms, snap = timed_result(lambda: s.json("POST", "/v1/sandboxes/%s/snapshots" % first["id"], {"label": "bench"},
+                                               timeout=600)[1])
         snap_ms.append(ms)
         for _ in range(a.n):
-            ms, sb = timed(lambda: create({"from_snapshot": snap["id"]}))
+            ms, sb = timed_result(lambda: create({"from_snapshot": snap["id"]}))
             restore.append(ms)
             steps_restore = sb["timings"]["steps"]
             s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sb["id"])
@@ -106,7 +96,7 @@ def main():
                 if st != 201 or d["sandboxes"][0]["state"] != "running":
                     raise RuntimeError("fork failed: %s %s" % (st, d))
                 return d["sandboxes"][0]
-            ms, sb = timed(do_fork)
+            ms, sb = timed_result(do_fork)
             fork.append(ms)
             s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sb["id"])
         # What one full checkpoint stores once exported (incremental, deduplicated, zstd).

@@ -1,0 +1,24 @@
+"""Helpers every benchmark here shares: percentiles and wall-clock timing in milliseconds."""
+import time
+
+
+def pct(xs, p):
+    """The p-th percentile of xs (nearest rank); nan when there are no samples."""
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+def timed(f):
+    """Milliseconds f() took."""
+    t = time.perf_counter()
+    f()
+    return (time.perf_counter() - t) * 1000
+
+
+def timed_result(f):
+    """(milliseconds f() took, what it returned)."""
+    t = time.perf_counter()
+    out = f()
+    return (time.perf_counter() - t) * 1000, out
