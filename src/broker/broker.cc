@@ -1,9 +1,11 @@
 #include "broker/broker.h"
 
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -63,6 +65,32 @@ bool MapsRootToSlot(const std::string& uid_map, int64_t uid_slot) {
 bool SameFile(int a, int b) {
   struct stat sa, sb;
   return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+Result<UniqueFd> OpenAt(int dir, const char* name, int flags) {
+  UniqueFd fd(::openat(dir, name, flags | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open", name, errno);
+  return fd;
+}
+
+// One write(): the kernel takes an id map only whole, and only once.
+Status WriteMap(int proc_dir, const char* name, const std::string& map) {
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenAt(proc_dir, name, O_WRONLY | O_NOFOLLOW));
+  ssize_t n = ::write(fd.get(), map.data(), map.size());
+  if (n < 0) return ErrnoStatus("write", name, errno);
+  if (static_cast<size_t>(n) != map.size()) return Internal(std::string("userns_map: short write of ") + name);
+  return Status::Ok();
+}
+
+// A group a VMM may join: /dev/kvm's, when that group may read and write it and is not root's.
+Status CheckKvmGroup(int64_t kvm_gid) {
+  struct stat st;
+  if (::stat("/dev/kvm", &st) != 0) return ErrnoStatus("stat", "/dev/kvm", errno);
+  if (!S_ISCHR(st.st_mode) || st.st_gid == 0 || static_cast<int64_t>(st.st_gid) != kvm_gid ||
+      (st.st_mode & 060) != 060) {
+    return PermissionDenied("userns_map: gid " + std::to_string(kvm_gid) + " is not a group that uses /dev/kvm");
+  }
+  return Status::Ok();
 }
 
 // What the broker never does, beyond the kernel surfaces nothing of SPACE uses
@@ -228,6 +256,8 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
     }
     case Op::kCgroupAttach:
       return CgroupAttach(request, fds.at(0).get());
+    case Op::kUsernsMap:
+      return UsernsMap(request, fds.at(0).get());
     case Op::kKillChild: {
       // The node's own children only: what it could kill itself if it had kept CAP_KILL for
       // them and nothing else. The signal goes by the pidfd, so never to a reused pid.
@@ -259,6 +289,33 @@ Result<nlohmann::json> Broker::CgroupAttach(const Request& request, int pidfd) {
   RETURN_IF_ERROR(acts->Attach(request.id, pid, pidfd));
   // The pid written is the checked process's only while that process lives.
   if (!PidfdAlive(pidfd)) return NotFound("cgroup_attach: the process exited");
+  return nlohmann::json::object();
+}
+
+Result<nlohmann::json> Broker::UsernsMap(const Request& request, int pidfd) {
+  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd, "userns_map"));
+  ASSIGN_OR_RETURN(UniqueFd proc, OpenFd("/proc/" + std::to_string(pid), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  // Alive after the open: the directory is that process's, whatever later reuses the pid.
+  if (!PidfdAlive(pidfd)) return NotFound("userns_map: the process exited");
+  // A magic link of procfs, followed on purpose: to the namespace of the process checked above.
+  ASSIGN_OR_RETURN(UniqueFd userns, OpenAt(proc.get(), "ns/user", O_RDONLY));
+  ASSIGN_OR_RETURN(UniqueFd own, OpenFd("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
+  if (SameFile(userns.get(), own.get())) {
+    return PermissionDenied("userns_map: the process is in the host's user namespace");
+  }
+  // A namespace the child made itself, right under the host's: never one nested deeper, whose
+  // ids would be another namespace's.
+  UniqueFd parent(::ioctl(userns.get(), NS_GET_PARENT));
+  if (!parent.valid()) return ErrnoStatus("ioctl", "NS_GET_PARENT", errno);
+  if (!SameFile(parent.get(), own.get())) {
+    return PermissionDenied("userns_map: the process's user namespace is not a child of the host's");
+  }
+  if (request.kvm_gid != 0) RETURN_IF_ERROR(CheckKvmGroup(request.kvm_gid));
+  const uint32_t base = HostSlots::UidBase(request.uid_slot);
+  // The kernel refuses a second write of either map, so a mapped namespace cannot be remapped.
+  RETURN_IF_ERROR(WriteMap(proc.get(), "uid_map", runtime::ns::UidMapText(request.shape, base)));
+  RETURN_IF_ERROR(WriteMap(proc.get(), "gid_map",
+                           runtime::ns::GidMapText(request.shape, base, static_cast<gid_t>(request.kvm_gid))));
   return nlohmann::json::object();
 }
 

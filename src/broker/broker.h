@@ -38,11 +38,14 @@
 namespace space::broker {
 
 // The only capabilities the broker process keeps; the node drops them (but CAP_SYS_NICE,
-// which the node still uses). CAP_KILL: a v1 cgroup is emptied by SIGKILLing its sandbox-uid
+// CAP_SETUID and CAP_SETGID, which the node still uses). CAP_SETUID and CAP_SETGID write the
+// id maps of the user namespaces the node's children make (userns_map); the broker's seccomp
+// filter refuses it every set*id call of its own. CAP_KILL: a v1 cgroup is emptied by SIGKILLing its sandbox-uid
 // tasks, and the node's children under other uids are killed for it (kill_child).
 // CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a subset of the
 // writer's only with it (a VMM is attached before it drops root).
-inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL, CAP_SYS_NICE};
+inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,
+                                             CAP_SYS_NICE,  CAP_SETUID,    CAP_SETGID};
 // Capabilities the node drops because the broker now does what needed them (CAP_SYS_ADMIN
 // stays in the node until launch and storage move). CAP_SYS_PTRACE goes too: with it the
 // node could trace the broker and act through it. CAP_KILL: the node signals only its own
@@ -80,6 +83,7 @@ class Broker {
   // The acts on one runtime's sandbox cgroups (the node makes the parents).
   Result<runtime::CgroupActs*> Cgroups(CgroupRuntime runtime);
   Result<nlohmann::json> CgroupAttach(const Request& request, int pidfd);
+  Result<nlohmann::json> UsernsMap(const Request& request, int pidfd);
 
   const std::string cgroup_name_;
   const std::string cgroup_root_;

@@ -11,6 +11,7 @@
 
 #include "broker/broker.h"
 #include "common/helper_spawn.h"
+#include "common/host_slots.h"
 #include "common/syscall.h"
 #include "network/netlink.h"
 
@@ -187,6 +188,20 @@ Status BrokerClient::KillChild(int pidfd) {
   Request r;
   r.op = Op::kKillChild;
   return Call(r, pidfd).status();
+}
+
+Status BrokerClient::MapUserns(const runtime::ns::IdMapRequest& request) {
+  // Uid slot n starts at host id (kFirstSlot + n) * 65536; anything else is no slot's.
+  const uint32_t base = request.uid_base;
+  if (base % 65536 != 0 || base < HostSlots::UidBase(0) || base > HostSlots::UidBase(HostSlots::kMaxSlots - 1)) {
+    return InvalidArgument("uid base " + std::to_string(base) + " is not the start of a uid slot");
+  }
+  Request r;
+  r.op = Op::kUsernsMap;
+  r.uid_slot = base / 65536 - HostSlots::kFirstSlot;
+  r.shape = request.shape;
+  r.kvm_gid = request.kvm_gid;
+  return Call(r, request.pidfd).status();
 }
 
 }  // namespace space::broker

@@ -51,6 +51,10 @@ class BrokerClient {
   // kNotFound when it has exited; kPermissionDenied for anything but a child;
   // kInvalidArgument for a descriptor that is not a pidfd.
   Status KillChild(int pidfd);
+  // Writes the id maps of this process's child in a fresh user namespace (runtime/ns/userns.h
+  // routes here). kPermissionDenied for anything but such a child, or a kvm group that is not
+  // /dev/kvm's.
+  Status MapUserns(const runtime::ns::IdMapRequest& request);
 
  private:
   Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -267,6 +268,121 @@ TEST_F(BrokerRootTest, KillsOnlyChildrenOfTheNodeOverItsSocket) {
     sandbox.pid = -1;
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   }  // the client closes its end: the broker's loop ends
+  int status = 0;
+  ASSERT_EQ(::waitpid(broker_pid, &status, 0), broker_pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// A paused child in a user namespace whose maps nobody has written. With `nested`, in a
+// second one made inside the first (once the test has mapped the first).
+void StartUnmappedChild(Child* c, bool nested = false) {
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  c->pid = ::fork();
+  ASSERT_GE(c->pid, 0);
+  if (c->pid == 0) {
+    if (::unshare(CLONE_NEWUSER) != 0) ::_exit(1);
+    (void)!::write(ready[1], "x", 1);
+    char ch;
+    // Mapped by then, it becomes an id the map has: only a mapped process may nest.
+    if (nested && (::read(go[0], &ch, 1) != 1 || ::syscall(SYS_setresgid, 0, 0, 0) != 0 ||
+                   ::syscall(SYS_setresuid, 0, 0, 0) != 0 || ::unshare(CLONE_NEWUSER) != 0)) {
+      ::_exit(2);
+    }
+    if (nested) (void)!::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(ready[1]);  // a child that fails reads as EOF, not a wait for ever
+  ::close(go[0]);
+  char ch;
+  ASSERT_EQ(::read(ready[0], &ch, 1), 1);
+  if (nested) {
+    const std::string map = "0 " + std::to_string(HostSlots::UidBase(4250)) + " 65536\n";
+    ASSERT_TRUE(WriteSmallFile("/proc/" + std::to_string(c->pid) + "/uid_map", map).ok());
+    ASSERT_TRUE(WriteSmallFile("/proc/" + std::to_string(c->pid) + "/gid_map", map).ok());
+    ASSERT_EQ(::write(go[1], "g", 1), 1);
+    ASSERT_EQ(::read(ready[0], &ch, 1), 1);
+  }
+  for (int fd : {ready[0], go[1]}) ::close(fd);
+  c->pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, c->pid, 0)));
+  ASSERT_TRUE(c->pidfd.valid());
+}
+
+// A map line as /proc shows it.
+std::string MapLine(uint32_t inside, uint32_t outside, uint32_t count) {
+  char line[64];
+  std::snprintf(line, sizeof line, "%10u %10u %10u\n", inside, outside, count);
+  return line;
+}
+
+std::string MapOf(const Child& c, const char* which) {
+  auto text = ReadFileToString("/proc/" + std::to_string(c.pid) + "/" + which, 4096);
+  return text.ok() ? *text : "<" + text.status().ToString() + ">";
+}
+
+// userns_map end to end, the broker under its own seccomp filter: only a child of the node,
+// only in a fresh user namespace right under the host's, only once, only slot ranges.
+TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocket) {
+  Child sandbox, vmm, host, nested, exited;
+  StartUnmappedChild(&sandbox);
+  StartUnmappedChild(&vmm);
+  StartUnmappedChild(&nested, true);
+  StartUnmappedChild(&exited);
+  StartChild(&host, false, 0);
+  ::kill(exited.pid, SIGKILL);
+  ::waitpid(exited.pid, nullptr, 0);
+  exited.pid = -1;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  pid_t broker_pid = ::fork();
+  ASSERT_GE(broker_pid, 0);
+  if (broker_pid == 0) {
+    ::close(sv[0]);
+    if (!LoadBrokerSeccomp().ok()) ::_exit(1);
+    Broker broker(BrokerConfig{"/nonexistent"});
+    ::_exit(Serve(sv[1], &broker) == 0 ? 0 : 2);
+  }
+  ::close(sv[1]);
+  using runtime::ns::IdMapShape;
+  const uint32_t base = HostSlots::UidBase(4251);
+  {
+    BrokerClient client{UniqueFd(sv[0])};
+    auto map = [&](const Child& c, IdMapShape shape, gid_t kvm_gid = 0, uint32_t uid_base = 0) {
+      return client.MapUserns({.pidfd = c.pidfd.get(), .pid = c.pid, .uid_base = uid_base ? uid_base : base,
+                               .shape = shape, .kvm_gid = kvm_gid});
+    };
+    Status mapped = map(sandbox, IdMapShape::kSandbox);
+    ASSERT_TRUE(mapped.ok()) << mapped.ToString();
+    EXPECT_EQ(MapOf(sandbox, "uid_map"), MapLine(0, base, 65536));
+    EXPECT_EQ(MapOf(sandbox, "gid_map"), MapLine(0, base, 65536));
+    // Once only: a mapped namespace is never remapped (to another slot, or as a VMM).
+    EXPECT_FALSE(map(sandbox, IdMapShape::kSandbox, 0, HostSlots::UidBase(4252)).ok());
+    EXPECT_FALSE(map(sandbox, IdMapShape::kVmm).ok());
+    EXPECT_EQ(MapOf(sandbox, "uid_map"), MapLine(0, base, 65536));
+
+    // A gid that is not /dev/kvm's group (on a host without one, any): refused, nothing written.
+    EXPECT_EQ(map(vmm, IdMapShape::kVmm, 4242).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(MapOf(vmm, "uid_map"), "");
+    mapped = map(vmm, IdMapShape::kVmm);
+    ASSERT_TRUE(mapped.ok()) << mapped.ToString();
+    EXPECT_EQ(MapOf(vmm, "uid_map"), MapLine(base, base, 1));
+    EXPECT_EQ(MapOf(vmm, "gid_map"), MapLine(base, base, 1));
+
+    EXPECT_EQ(map(host, IdMapShape::kSandbox).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(map(nested, IdMapShape::kSandbox).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(MapOf(nested, "uid_map"), "");
+    EXPECT_EQ(map(exited, IdMapShape::kSandbox).code(), StatusCode::kNotFound);
+    // The node itself and pid 1 are no children of the node.
+    Child self;
+    self.pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+    self.pid = -1;
+    EXPECT_EQ(map(self, IdMapShape::kSandbox).code(), StatusCode::kPermissionDenied);
+    // Uid bases that start no slot never leave the client.
+    EXPECT_EQ(map(vmm, IdMapShape::kVmm, 0, base + 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(map(vmm, IdMapShape::kVmm, 0, 65536).code(), StatusCode::kInvalidArgument);
+  }
   int status = 0;
   ASSERT_EQ(::waitpid(broker_pid, &status, 0), broker_pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;

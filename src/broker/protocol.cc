@@ -36,6 +36,7 @@ const std::vector<OpInfo>& Ops() {
       {Op::kCgroupKill, "cgroup_kill", 0, {"runtime", "id"}},
       {Op::kCgroupRemove, "cgroup_remove", 0, {"runtime", "id"}},
       {Op::kKillChild, "kill_child", 1, {}},
+      {Op::kUsernsMap, "userns_map", 1, {"uid_slot", "shape", "kvm_gid"}},
   };
   return ops;
 }
@@ -139,6 +140,11 @@ std::string EncodeRequest(const Request& r) {
     case Op::kNetReconcile:
       j["keep"] = r.keep;
       break;
+    case Op::kUsernsMap:
+      j["uid_slot"] = r.uid_slot;
+      j["shape"] = r.shape == runtime::ns::IdMapShape::kVmm ? "vmm" : "sandbox";
+      j["kvm_gid"] = r.kvm_gid;
+      break;
     case Op::kSeqpacketPair:
       j["send_buffer_bytes"] = r.send_buffer_bytes;
       break;
@@ -195,6 +201,23 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     case Op::kNetAttach:
     case Op::kNetDetach: {
       ASSIGN_OR_RETURN(r.uid_slot, IntField(j, "uid_slot", 0, HostSlots::kMaxSlots - 1));
+      break;
+    }
+    case Op::kUsernsMap: {
+      ASSIGN_OR_RETURN(r.uid_slot, IntField(j, "uid_slot", 0, HostSlots::kMaxSlots - 1));
+      if (j["shape"] == "sandbox") {
+        r.shape = runtime::ns::IdMapShape::kSandbox;
+      } else if (j["shape"] == "vmm") {
+        r.shape = runtime::ns::IdMapShape::kVmm;
+      } else {
+        return InvalidArgument("broker: shape must be \"sandbox\" or \"vmm\"");
+      }
+      // Host gids below the first slot are the host's own; 0 means none. Whether it is the
+      // group of /dev/kvm the broker checks when it acts.
+      ASSIGN_OR_RETURN(r.kvm_gid, IntField(j, "kvm_gid", 0, HostSlots::UidBase(0) - 1));
+      if (r.kvm_gid != 0 && r.shape != runtime::ns::IdMapShape::kVmm) {
+        return InvalidArgument("broker: only a VMM's map may add the kvm group");
+      }
       break;
     }
     case Op::kNetReconcile: {

@@ -38,6 +38,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "network/firewall.h"
+#include "runtime/ns/userns.h"
 #include "runtime/runtime.h"
 
 namespace space::broker {
@@ -53,6 +54,7 @@ enum class Op {
   kHello, kNetAcquire, kFirewallInstall, kNetAttach, kNetDetach, kNetReconcile, kNetRelease, kSeqpacketPair,
   kCgroupCreate, kCgroupUpdate, kCgroupAttach, kCgroupFreeze, kCgroupKill, kCgroupRemove,
   kKillChild,  // SIGKILL to the node's child behind the one descriptor (a pidfd)
+  kUsernsMap,  // writes uid_map and gid_map of the node's child behind the pidfd (userns.h)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -78,6 +80,10 @@ struct Request {
   std::string id;                   // cgroup_*: the sandbox
   runtime::Limits limits;           // cgroup_create, cgroup_update
   bool frozen = false;              // cgroup_freeze
+  // userns_map (with uid_slot): the map's shape, and the /dev/kvm group a VMM's map adds
+  // (0: none; only with kVmm).
+  runtime::ns::IdMapShape shape = runtime::ns::IdMapShape::kSandbox;
+  int64_t kvm_gid = 0;
 };
 
 // How many descriptors a request of `op` carries.

@@ -19,6 +19,7 @@
 #include "broker/broker_client.h"
 #include "common/capabilities.h"
 #include "common/kill_child.h"
+#include "runtime/ns/userns.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "e2b/e2b.h"
@@ -128,6 +129,8 @@ int RunDev(const DevOptions& options) {
   // VMMs, the gateway worker, the API front) go through the broker. Set before any thread
   // starts; the broker lives until this process exits (_exit below).
   SetChildKillRoute([b = broker->get()](int pidfd) { return b->KillChild(pidfd); });
+  // The id maps of sandboxes' and VMMs' user namespaces, likewise (CAP_SETUID on the host).
+  runtime::ns::SetIdMapRoute([b = broker->get()](const runtime::ns::IdMapRequest& r) { return b->MapUserns(r); });
   if (Status st = DropCapabilities({std::begin(broker::kNodeDroppedCapabilities),
                                     std::end(broker::kNodeDroppedCapabilities)});
       !st.ok()) {

@@ -79,14 +79,15 @@ class IsolationTest(unittest.TestCase):
 
     def test_network_privileges_only_in_the_root_broker(self):
         # The root broker (src/broker/broker.h) keeps CAP_NET_ADMIN, CAP_SYS_ADMIN,
-        # CAP_SYS_PTRACE, CAP_KILL (v1 cgroup kills, the node's children) and CAP_SYS_NICE
-        # (v1 cpuset attach) and nothing else; the node gives up the network capabilities,
+        # CAP_SYS_PTRACE, CAP_KILL (v1 cgroup kills, the node's children), CAP_SYS_NICE
+        # (v1 cpuset attach), CAP_SETGID and CAP_SETUID (the id maps of the user namespaces
+        # of sandboxes and VMMs) and nothing else; the node gives up the network capabilities,
         # CAP_SYS_PTRACE (with which it could trace the broker) and CAP_KILL (its kills of
         # children under other uids go through the broker), bounding set included.
         brokers = root_brokers(self.s.proc.pid)
         self.assertEqual(len(brokers), 1, brokers)
         st = proc_status(brokers[0])
-        broker_mask = (1 << 5) | (1 << 12) | (1 << 19) | (1 << 21) | (1 << 23)
+        broker_mask = (1 << 5) | (1 << 6) | (1 << 7) | (1 << 12) | (1 << 19) | (1 << 21) | (1 << 23)
         for field in ("CapEff", "CapPrm", "CapBnd"):
             self.assertEqual(int(st[field], 16), broker_mask, (field, st[field]))
         for field in ("CapInh", "CapAmb"):

@@ -129,10 +129,33 @@ class VmTest(unittest.TestCase):
         self.assertTrue(any("uname -r" in " ".join(c["cmd"]) for c in cmds["commands"]), cmds)
         pids = vm_pids(self.s.data_dir)
         self.assertTrue(any(qemu_running(p) for p in pids), pids)
+        self.check_vmm_credentials(pids)
         st, _ = self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
         self.assertIn(st, (200, 204))
         self.assertFalse(any(qemu_running(p) for p in pids), "a VMM outlived destroy")
         self.assertEqual(vm_leaves(self.s.data_dir), [])
+
+    def check_vmm_credentials(self, pids):
+        # QEMU and its reaper: one host uid, no capability, in a user namespace of their own
+        # that maps that uid and nothing else (the broker wrote it: userns_map, shape vmm).
+        host_userns = os.readlink("/proc/self/ns/user")
+        for pid in pids:
+            try:
+                with open("/proc/%d/status" % pid) as f:
+                    st = dict(l.split(":", 1) for l in f.read().splitlines())
+                with open("/proc/%d/uid_map" % pid) as f:
+                    uid_map = f.read().split()
+                userns = os.readlink("/proc/%d/ns/user" % pid)
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # gone meanwhile
+            uid = int(st["Uid"].split()[0])
+            self.assertGreaterEqual(uid, 1 << 20, (pid, st["Uid"]))
+            self.assertEqual(set(st["Uid"].split()), {str(uid)}, (pid, st["Uid"]))
+            self.assertEqual(uid_map, [str(uid), str(uid), "1"], pid)
+            self.assertNotEqual(userns, host_userns, pid)
+            for field in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
+                self.assertEqual(int(st[field], 16), 0, (pid, field, st[field]))
+            self.assertEqual(st["NoNewPrivs"].strip(), "1", pid)
 
     def test_2_counter_survives_suspend_resume_and_fork(self):
         sid = self.s.create(**VM)

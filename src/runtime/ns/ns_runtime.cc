@@ -312,8 +312,10 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
     return Status::Ok();
   }));
 
-  RETURN_IF_ERROR(
-      run(Step::kIdMaps, [&] { return ns::WriteIdMaps(child.pid, spec.uid_base, kUidRangeSize); }));
+  RETURN_IF_ERROR(run(Step::kIdMaps, [&] {
+    return ns::MapIds({.pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = spec.uid_base,
+                       .shape = ns::IdMapShape::kSandbox});
+  }));
   RETURN_IF_ERROR(run(Step::kCgroupAttach, [&] { return cgroups_.Attach(spec.id, child.pid, child.pidfd.get()); }));
 
   UniqueFd root_mount;

@@ -4,18 +4,55 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/syscall.h"
 
 namespace space::runtime::ns {
+namespace {
 
-Status WriteIdMaps(pid_t pid, uint32_t uid_base, uint32_t count) {
+std::mutex route_mu;
+std::shared_ptr<const IdMapRoute> route;  // GUARDED_BY(route_mu)
+
+}  // namespace
+
+std::string UidMapText(IdMapShape shape, uint32_t uid_base) {
+  const std::string base = std::to_string(uid_base);
+  return shape == IdMapShape::kSandbox ? "0 " + base + " 65536\n" : base + " " + base + " 1\n";
+}
+
+std::string GidMapText(IdMapShape shape, uint32_t uid_base, gid_t kvm_gid) {
+  std::string map = UidMapText(shape, uid_base);
+  if (shape == IdMapShape::kVmm && kvm_gid != 0) {
+    map += std::to_string(kvm_gid) + " " + std::to_string(kvm_gid) + " 1\n";
+  }
+  return map;
+}
+
+void SetIdMapRoute(IdMapRoute r) {
+  auto next = r ? std::make_shared<const IdMapRoute>(std::move(r)) : nullptr;
+  std::lock_guard<std::mutex> lock(route_mu);
+  route = std::move(next);
+}
+
+Status MapIds(const IdMapRequest& request) {
+  std::shared_ptr<const IdMapRoute> r;
+  {
+    std::lock_guard<std::mutex> lock(route_mu);
+    r = route;
+  }
+  if (r) return (*r)(request).Annotate("map the user namespace's ids");
+  return WriteIdMaps(request.pid, UidMapText(request.shape, request.uid_base),
+                     GidMapText(request.shape, request.uid_base, request.kvm_gid));
+}
+
+Status WriteIdMaps(pid_t pid, const std::string& uid_map, const std::string& gid_map) {
   const std::string proc = "/proc/" + std::to_string(pid);
-  const std::string line = "0 " + std::to_string(uid_base) + " " + std::to_string(count) + "\n";
-  // The map must be written in one write() call; WriteSmallFile does exactly one.
-  RETURN_IF_ERROR(WriteSmallFile(proc + "/uid_map", line));
-  RETURN_IF_ERROR(WriteSmallFile(proc + "/gid_map", line));
+  // A map must be written in one write() call; WriteSmallFile does exactly one.
+  RETURN_IF_ERROR(WriteSmallFile(proc + "/uid_map", uid_map));
+  RETURN_IF_ERROR(WriteSmallFile(proc + "/gid_map", gid_map));
   return Status::Ok();
 }
 

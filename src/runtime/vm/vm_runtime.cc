@@ -28,6 +28,7 @@
 #include "runtime/vm/kvm_probe.h"
 #include "guest/protocol.h"
 #include "runtime/ns/cgroup.h"
+#include "runtime/ns/userns.h"
 #include "runtime/vm/guest_assets.h"
 #include "runtime/vm/qemu_command.h"
 #include "runtime/vm/qmp_client.h"
@@ -230,7 +231,8 @@ struct ChildPlan {
     if (::mount("tmpfs", dir, "tmpfs", kNoDevExec, "size=64k,mode=0755") != 0) ChildFail(p, 11);
   }
   gid_t groups[1] = {p.kvm_gid};
-  // Raw syscalls: after a raw clone glibc still believes the node's threads are ours, and its
+  // The ids are the user namespace's, mapped to the same host ids (ns::IdMapShape::kVmm): the
+  // capabilities that allow these calls are held in that namespace only. Raw syscalls: after a raw clone glibc still believes the node's threads are ours, and its
   // wrappers would try to broadcast the credential change to them.
   if (::syscall(SYS_setgroups, p.kvm_group ? 1 : 0, groups) != 0) ChildFail(p, 3);
   if (::syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail(p, 4);
@@ -654,8 +656,10 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
     if (::lstat(d, &sb) == 0 && S_ISDIR(sb.st_mode)) p.masked_dirs.push_back(d);
   }
   // The VMM is PID 1 of a PID namespace of its own: it sees no other process on the host.
+  // And of a user namespace that maps only its own host ids (and /dev/kvm's group): the child
+  // becomes them by the capabilities it holds there, so the node needs no CAP_SETUID for it.
   clone_args ca{};
-  ca.flags = CLONE_NEWPID;
+  ca.flags = CLONE_NEWPID | CLONE_NEWUSER;
   ca.exit_signal = SIGCHLD;
   pid_t pid = static_cast<pid_t>(::syscall(SYS_clone3, &ca, sizeof ca));
   if (pid < 0) return ErrnoStatus("clone3", "CLONE_NEWPID qemu", errno);
@@ -684,6 +688,13 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   };
   if (!vm->pidfd) {
     Status st = ErrnoStatus("pidfd_open", std::to_string(pid), errno);
+    kill_child();
+    return st;
+  }
+  // Its ids before it needs them: the child waits for go before it makes any namespace or mount.
+  if (Status st = ns::MapIds({.pidfd = vm->pidfd.get(), .pid = pid, .uid_base = spec.uid_base,
+                              .shape = ns::IdMapShape::kVmm, .kvm_gid = p.kvm_group ? p.kvm_gid : 0});
+      !st.ok()) {
     kill_child();
     return st;
   }
