@@ -171,7 +171,9 @@ Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
 Broker::Broker(BrokerConfig config)
     : cgroup_name_(std::move(config.cgroup_name)),
       cgroup_root_(std::move(config.cgroup_root)),
-      net_slots_(std::move(config.net_lock_dir)) {}
+      net_slots_(std::move(config.net_lock_dir)),
+      uid_leases_(!config.uid_lock_dir.empty()),
+      uid_slots_(std::move(config.uid_lock_dir)) {}
 
 Broker::~Broker() {
   if (net_slot_ >= 0) net_slots_.Release(net_slot_);
@@ -189,6 +191,13 @@ std::string Broker::Handle(const Request& request, std::vector<UniqueFd> fds, st
     return EncodeError(r.status());
   }
   return EncodeOk(std::move(*r));
+}
+
+Status Broker::NeedUidLease(int64_t uid_slot, std::string_view op) {
+  if (!uid_leases_ || !uid_slots_.Held(uid_slot)) {
+    return PermissionDenied(std::string(op) + ": uid slot " + std::to_string(uid_slot) + " is not leased to this node");
+  }
+  return Status::Ok();
 }
 
 Status Broker::NeedSlot() const {
@@ -257,7 +266,19 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
     case Op::kCgroupAttach:
       return CgroupAttach(request, fds.at(0).get());
     case Op::kUsernsMap:
+      RETURN_IF_ERROR(NeedUidLease(request.uid_slot, "userns_map"));
       return UsernsMap(request, fds.at(0).get());
+    case Op::kUidAcquire: {
+      if (!uid_leases_) return Conflict("broker: started without uid slot leases");
+      ASSIGN_OR_RETURN(int64_t slot, uid_slots_.Acquire(request.preferred));
+      return nlohmann::json{{"uid_slot", slot}};
+    }
+    case Op::kUidRelease:
+      if (!uid_leases_ || !uid_slots_.Held(request.uid_slot)) {
+        return NotFound("uid_release: uid slot " + std::to_string(request.uid_slot) + " is not leased to this node");
+      }
+      uid_slots_.Release(request.uid_slot);
+      return nlohmann::json::object();
     case Op::kKillChild: {
       // The node's own children only: what it could kill itself if it had kept CAP_KILL for
       // them and nothing else. The signal goes by the pidfd, so never to a reused pid.
@@ -336,6 +357,7 @@ Result<nlohmann::json> Broker::NetAcquire() {
 
 Result<nlohmann::json> Broker::NetAttach(int64_t uid_slot, int pidfd) {
   RETURN_IF_ERROR(NeedSlot());
+  RETURN_IF_ERROR(NeedUidLease(uid_slot, "net_attach"));
   ASSIGN_OR_RETURN(UniqueFd netns, OpenSandboxNetns(pidfd, uid_slot));
   ASSIGN_OR_RETURN(network::SandboxAddress sa, net_->Attach(uid_slot, netns.get()));
   return nlohmann::json{{"address", network::FormatIpv4(sa.address)}, {"host_link", sa.host_link}};
@@ -385,7 +407,9 @@ int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name) {
     LogError("broker", st.ToString());
     return 1;
   }
-  Broker broker(BrokerConfig{.net_lock_dir = HostRunDir() + "/net-slots", .cgroup_name = cgroup_name});
+  Broker broker(BrokerConfig{.net_lock_dir = HostRunDir() + "/net-slots",
+                             .cgroup_name = cgroup_name,
+                             .uid_lock_dir = HostRunDir() + "/uid-slots"});
   return Serve(sock.get(), &broker);
 }
 

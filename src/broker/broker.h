@@ -59,6 +59,10 @@ struct BrokerConfig {
   // runtime's sandboxes live under it, the vm runtime's under it + "-vm". Empty: no cgroup_*.
   std::string cgroup_name;
   std::string cgroup_root = "/sys/fs/cgroup";
+  // Host-wide uid slot locks (<HostRunDir()>/uid-slots): the broker leases uid slots to the
+  // node (uid_acquire) and maps user namespaces and attaches sandboxes only to those. Empty:
+  // no leases, so no userns_map or net_attach.
+  std::string uid_lock_dir;
 };
 
 // Whether `name` is a node's parent cgroup name as the node derives it: "space-" + 16 hex.
@@ -88,7 +92,11 @@ class Broker {
   const std::string cgroup_name_;
   const std::string cgroup_root_;
   std::shared_ptr<runtime::CgroupActs> cgroups_[2];  // ns, vm
+  Status NeedUidLease(int64_t uid_slot, std::string_view op);
+
   HostSlots net_slots_;
+  const bool uid_leases_;
+  HostSlots uid_slots_;
   int64_t net_slot_ = -1;
   std::unique_ptr<network::SandboxNetwork> net_;
 };

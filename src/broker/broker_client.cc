@@ -204,4 +204,24 @@ Status BrokerClient::MapUserns(const runtime::ns::IdMapRequest& request) {
   return Call(r, request.pidfd).status();
 }
 
+Result<int64_t> BrokerClient::UidAcquire(int64_t preferred) {
+  Request r;
+  r.op = Op::kUidAcquire;
+  r.preferred = preferred >= 0 && preferred < HostSlots::kMaxSlots ? preferred : -1;
+  ASSIGN_OR_RETURN(nlohmann::json reply, Call(r));
+  if (!reply.contains("uid_slot") || !reply["uid_slot"].is_number_integer()) {
+    return Internal("root broker: uid_acquire reply has no uid_slot");
+  }
+  int64_t slot = reply["uid_slot"].get<int64_t>();
+  if (slot < 0 || slot >= HostSlots::kMaxSlots) return Internal("root broker: uid_acquire reply is out of range");
+  return slot;
+}
+
+Status BrokerClient::UidRelease(int64_t uid_slot) {
+  Request r;
+  r.op = Op::kUidRelease;
+  r.uid_slot = uid_slot;
+  return Call(r).status();
+}
+
 }  // namespace space::broker

@@ -55,6 +55,9 @@ class BrokerClient {
   // routes here). kPermissionDenied for anything but such a child, or a kvm group that is not
   // /dev/kvm's.
   Status MapUserns(const runtime::ns::IdMapRequest& request);
+  // A lease on a host uid slot: `preferred` when free, else the lowest free (HostSlots).
+  Result<int64_t> UidAcquire(int64_t preferred);
+  Status UidRelease(int64_t uid_slot);
 
  private:
   Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);

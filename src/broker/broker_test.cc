@@ -109,7 +109,8 @@ TEST_F(BrokerRootTest, ServesTheNodeOverItsSocket) {
 
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  Broker broker(BrokerConfig{tmpl});
+  const std::string uid_dir = std::string(tmpl) + "/uid-slots";
+  Broker broker(BrokerConfig{.net_lock_dir = tmpl, .uid_lock_dir = uid_dir});
   int served = -1;
   std::thread server([&] { served = Serve(sv[1], &broker); });
   {
@@ -123,6 +124,12 @@ TEST_F(BrokerRootTest, ServesTheNodeOverItsSocket) {
     EXPECT_EQ(*slot, kTestNetSlot);
     EXPECT_EQ(*client.NetAcquire(), kTestNetSlot);  // the same slot again
 
+    // Only a uid slot the broker leased to this node.
+    EXPECT_EQ(client.NetAttach(4243, sandbox.pid).status().code(), StatusCode::kPermissionDenied);
+    auto leased = client.UidAcquire(4243);
+    ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+    EXPECT_EQ(*leased, 4243);
+
     EXPECT_EQ(client.NetAttach(4244, sandbox.pid).status().code(), StatusCode::kPermissionDenied);
     EXPECT_FALSE(LinkExists("sp98-4244"));
     auto address = client.NetAttach(4243, sandbox.pid);
@@ -132,6 +139,8 @@ TEST_F(BrokerRootTest, ServesTheNodeOverItsSocket) {
     EXPECT_TRUE(LinkExists("sp98-4243"));
     EXPECT_TRUE(client.NetDetach(4243).ok());
     EXPECT_FALSE(LinkExists("sp98-4243"));
+    EXPECT_TRUE(client.UidRelease(4243).ok());
+    EXPECT_EQ(client.UidRelease(4243).code(), StatusCode::kNotFound);
 
     UniqueFd a, b;
     ASSERT_TRUE(client.SeqpacketPair(2 << 20, &a, &b).ok());
@@ -334,6 +343,9 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
   ::kill(exited.pid, SIGKILL);
   ::waitpid(exited.pid, nullptr, 0);
   exited.pid = -1;
+  char tmpl[] = "/tmp/broker_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string uid_dir = std::string(tmpl) + "/uid-slots";
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
   pid_t broker_pid = ::fork();
@@ -341,7 +353,7 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
   if (broker_pid == 0) {
     ::close(sv[0]);
     if (!LoadBrokerSeccomp().ok()) ::_exit(1);
-    Broker broker(BrokerConfig{"/nonexistent"});
+    Broker broker(BrokerConfig{.net_lock_dir = "/nonexistent", .uid_lock_dir = uid_dir});
     ::_exit(Serve(sv[1], &broker) == 0 ? 0 : 2);
   }
   ::close(sv[1]);
@@ -353,6 +365,11 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
       return client.MapUserns({.pidfd = c.pidfd.get(), .pid = c.pid, .uid_base = uid_base ? uid_base : base,
                                .shape = shape, .kvm_gid = kvm_gid});
     };
+    // A slot the broker has not leased to this node: refused, nothing written.
+    EXPECT_EQ(map(sandbox, IdMapShape::kSandbox).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(MapOf(sandbox, "uid_map"), "");
+    ASSERT_TRUE(client.UidAcquire(4251).ok());
+    ASSERT_TRUE(client.UidAcquire(4252).ok());
     Status mapped = map(sandbox, IdMapShape::kSandbox);
     ASSERT_TRUE(mapped.ok()) << mapped.ToString();
     EXPECT_EQ(MapOf(sandbox, "uid_map"), MapLine(0, base, 65536));
@@ -386,6 +403,7 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
   int status = 0;
   ASSERT_EQ(::waitpid(broker_pid, &status, 0), broker_pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 
 TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {

@@ -37,6 +37,8 @@ const std::vector<OpInfo>& Ops() {
       {Op::kCgroupRemove, "cgroup_remove", 0, {"runtime", "id"}},
       {Op::kKillChild, "kill_child", 1, {}},
       {Op::kUsernsMap, "userns_map", 1, {"uid_slot", "shape", "kvm_gid"}},
+      {Op::kUidAcquire, "uid_acquire", 0, {"preferred"}},
+      {Op::kUidRelease, "uid_release", 0, {"uid_slot"}},
   };
   return ops;
 }
@@ -135,7 +137,11 @@ std::string EncodeRequest(const Request& r) {
       break;
     case Op::kNetAttach:
     case Op::kNetDetach:
+    case Op::kUidRelease:
       j["uid_slot"] = r.uid_slot;
+      break;
+    case Op::kUidAcquire:
+      j["preferred"] = r.preferred;
       break;
     case Op::kNetReconcile:
       j["keep"] = r.keep;
@@ -199,8 +205,13 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
       break;
     }
     case Op::kNetAttach:
-    case Op::kNetDetach: {
+    case Op::kNetDetach:
+    case Op::kUidRelease: {
       ASSIGN_OR_RETURN(r.uid_slot, IntField(j, "uid_slot", 0, HostSlots::kMaxSlots - 1));
+      break;
+    }
+    case Op::kUidAcquire: {
+      ASSIGN_OR_RETURN(r.preferred, IntField(j, "preferred", -1, HostSlots::kMaxSlots - 1));
       break;
     }
     case Op::kUsernsMap: {

@@ -55,6 +55,7 @@ enum class Op {
   kCgroupCreate, kCgroupUpdate, kCgroupAttach, kCgroupFreeze, kCgroupKill, kCgroupRemove,
   kKillChild,  // SIGKILL to the node's child behind the one descriptor (a pidfd)
   kUsernsMap,  // writes uid_map and gid_map of the node's child behind the pidfd (userns.h)
+  kUidAcquire, kUidRelease,  // leases of host uid slots (common/host_slots.h) to the node
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -73,7 +74,8 @@ std::string_view OpName(Op op);
 struct Request {
   Op op = Op::kHello;
   network::GatewayPorts ports;      // firewall_install
-  int64_t uid_slot = -1;            // net_attach, net_detach
+  int64_t uid_slot = -1;            // net_attach, net_detach, userns_map, uid_release
+  int64_t preferred = -1;           // uid_acquire: the slot wanted, if free (-1: the lowest free)
   std::vector<int64_t> keep;        // net_reconcile: uid slots whose links stay
   int64_t send_buffer_bytes = 0;    // seqpacket_pair
   CgroupRuntime runtime = CgroupRuntime::kNs;  // cgroup_*

@@ -162,6 +162,23 @@ TEST(ProtocolTest, UsernsMapTakesASlotAShapeAndOnlyAVmmsKvmGroup) {
   ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"vmm","kvm_gid":0,"uid_map":"0 0 1"})", 1);
 }
 
+TEST(ProtocolTest, UidLeasesTakeOneSlot) {
+  Request acquire;
+  acquire.op = Op::kUidAcquire;
+  EXPECT_EQ(Decoded(EncodeRequest(acquire)).preferred, -1);
+  acquire.preferred = 16383;
+  EXPECT_EQ(Decoded(EncodeRequest(acquire)).preferred, 16383);
+  Request release;
+  release.op = Op::kUidRelease;
+  release.uid_slot = 5;
+  EXPECT_EQ(Decoded(EncodeRequest(release)).uid_slot, 5);
+  ExpectRefused(R"({"op":"uid_acquire","preferred":-2})");
+  ExpectRefused(R"({"op":"uid_acquire","preferred":16384})");
+  ExpectRefused(R"({"op":"uid_acquire"})");
+  ExpectRefused(R"({"op":"uid_release","uid_slot":-1})");
+  ExpectRefused(R"({"op":"uid_release","uid_slot":3})", 1);
+}
+
 TEST(ProtocolTest, RefusesMalformedRequests) {
   ExpectRefused("");
   ExpectRefused("not json");

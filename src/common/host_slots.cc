@@ -41,6 +41,11 @@ Result<int64_t> HostSlots::Acquire(int64_t preferred) {
   return ResourceExhausted("no free host uid range: " + std::to_string(kMaxSlots) + " sandboxes on this host");
 }
 
+bool HostSlots::Held(int64_t slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_.count(slot) != 0;
+}
+
 void HostSlots::Release(int64_t slot) {
   std::lock_guard<std::mutex> lock(mu_);
   held_.erase(slot);  // closing the fd drops the flock

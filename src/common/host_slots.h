@@ -33,6 +33,8 @@ class HostSlots {
   // lowest free slot.
   Result<int64_t> Acquire(int64_t preferred);
   void Release(int64_t slot);
+  // Whether this object holds `slot`.
+  bool Held(int64_t slot);
   static uint32_t UidBase(int64_t slot) { return static_cast<uint32_t>((kFirstSlot + slot) * 65536); }
 
  private:

@@ -46,7 +46,7 @@ bool IsBuiltinTemplate(const std::string& name) { return name == "base" || name 
 Node::Node(const NodeConfig& config, store::Store* store)
     : config_(config),
       store_(store),
-      uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir) {}
+      uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir, config.broker) {}
 
 Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store* store) {
   std::unique_ptr<Node> node(new Node(config, store));

@@ -27,6 +27,7 @@
 #include "node/guest_client.h"
 #include "node/operations.h"
 #include "node/process.h"
+#include "node/uid_slot_lease.h"
 #include "node/warm_pool.h"
 #include "credentials/kek.h"
 #include "gateway/gateway.h"
@@ -291,7 +292,7 @@ class Node {
   std::unique_ptr<storage::Pool> pool_;
   std::unique_ptr<runtime::NsRuntime> runtime_;
   std::unique_ptr<runtime::Runtime> vm_runtime_;  // null when QEMU is missing
-  HostSlots uid_slots_;
+  UidSlotLease uid_slots_;
   std::unique_ptr<Operations> ops_;
   std::unique_ptr<snapshot::LocalBlobStore> blobs_;
   std::unique_ptr<credentials::Kek> kek_;
