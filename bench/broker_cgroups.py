@@ -4,6 +4,10 @@ itself (the baseline: a build from before the move, SPACE_BIN_BASE) and one that
 broker (SPACE_BIN). Rounds alternate between the two, so the host's drift weighs on both alike.
 
     SPACE_BIN=build/bin/space SPACE_BIN_BASE=/tmp/base-build/bin/space python3 bench/broker_cgroups.py [--rounds 6]
+        [--steps ns.cgroup_create,ns.cgroup_attach]
+
+--steps names the create's `timings.steps` to report besides the wall times (e.g.
+ns.id_maps for the user namespace's id maps, which moved into the broker later).
 
 Each round, per server: N creates (wait=true; the record's own ns.cgroup_create and
 ns.cgroup_attach step times are kept too), then a pause and a resume of each (freeze and thaw:
@@ -20,7 +24,7 @@ import harness  # noqa: E402
 from stats import pct, timed  # noqa: E402
 
 
-def round_on(s, n, out):
+def round_on(s, n, out, steps_kept=("ns.cgroup_create", "ns.cgroup_attach")):
     ids = []
 
     def create():
@@ -36,7 +40,7 @@ def round_on(s, n, out):
         out.setdefault("create-to-ready (wait=true)", []).append(timed(create))
         st, rec = s.json("GET", "/v1/sandboxes/" + ids[-1])
         steps = (rec.get("timings") or {}).get("steps", {})
-        for step in ("ns.cgroup_create", "ns.cgroup_attach"):
+        for step in steps_kept:
             if step in steps:
                 out.setdefault("step " + step, []).append(steps[step])
     for sid in ids:
@@ -50,7 +54,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--steps", default="ns.cgroup_create,ns.cgroup_attach")
     args = ap.parse_args()
+    steps_kept = tuple(s for s in args.steps.split(",") if s)
     base_bin = os.environ.get("SPACE_BIN_BASE")
     if not base_bin:
         sys.exit("SPACE_BIN_BASE must name a `space` binary from before the cgroup writes moved")
@@ -65,7 +71,7 @@ def main():
         for r in range(args.rounds):
             order = ["broker", "baseline"] if r % 2 == 0 else ["baseline", "broker"]
             for name in order:
-                round_on(servers[name], args.n, results[name])
+                round_on(servers[name], args.n, results[name], steps_kept)
     finally:
         for s in servers.values():
             s.cleanup()
