@@ -40,10 +40,10 @@ namespace space::broker {
 // The only capabilities the broker process keeps; the node drops them (but CAP_SYS_NICE,
 // CAP_SETUID and CAP_SETGID, which the node still uses). CAP_SETUID and CAP_SETGID write the
 // id maps of the user namespaces the node's children make (userns_map); the broker's seccomp
-// filter refuses it every set*id call of its own. CAP_KILL: a v1 cgroup is emptied by SIGKILLing its sandbox-uid
-// tasks, and the node's children under other uids are killed for it (kill_child).
-// CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a subset of the
-// writer's only with it (a VMM is attached before it drops root).
+// filter refuses it every set*id call of its own. CAP_KILL: a v1 cgroup is emptied by
+// SIGKILLing its sandbox-uid tasks, and the node's children under other uids are killed for it
+// (kill_child). CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a subset of
+// the writer's only with it (a VMM is attached before it changes ids).
 inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,
                                              CAP_SYS_NICE,  CAP_SETUID,    CAP_SETGID};
 // Capabilities the node drops because the broker now does what needed them (CAP_SYS_ADMIN
@@ -88,12 +88,12 @@ class Broker {
   Result<runtime::CgroupActs*> Cgroups(CgroupRuntime runtime);
   Result<nlohmann::json> CgroupAttach(const Request& request, int pidfd);
   Result<nlohmann::json> UsernsMap(const Request& request, int pidfd);
+  // Ok when this broker leased `uid_slot` to the node (uid_acquire).
+  Status NeedUidLease(int64_t uid_slot, std::string_view op);
 
   const std::string cgroup_name_;
   const std::string cgroup_root_;
   std::shared_ptr<runtime::CgroupActs> cgroups_[2];  // ns, vm
-  Status NeedUidLease(int64_t uid_slot, std::string_view op);
-
   HostSlots net_slots_;
   const bool uid_leases_;
   HostSlots uid_slots_;

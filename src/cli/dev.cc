@@ -19,7 +19,6 @@
 #include "broker/broker_client.h"
 #include "common/capabilities.h"
 #include "common/kill_child.h"
-#include "runtime/ns/userns.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "e2b/e2b.h"
@@ -27,6 +26,7 @@
 #include "node/heartbeat.h"
 #include "node/node.h"
 #include "node/node_seccomp.h"
+#include "runtime/ns/userns.h"
 #include "store/open_store.h"
 #include "store/store.h"
 

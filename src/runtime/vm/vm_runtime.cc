@@ -232,8 +232,9 @@ struct ChildPlan {
   }
   gid_t groups[1] = {p.kvm_gid};
   // The ids are the user namespace's, mapped to the same host ids (ns::IdMapShape::kVmm): the
-  // capabilities that allow these calls are held in that namespace only. Raw syscalls: after a raw clone glibc still believes the node's threads are ours, and its
-  // wrappers would try to broadcast the credential change to them.
+  // capabilities that allow these calls are held in that namespace only. Raw syscalls: after
+  // a raw clone glibc still believes the node's threads are ours, and its wrappers would try
+  // to broadcast the credential change to them.
   if (::syscall(SYS_setgroups, p.kvm_group ? 1 : 0, groups) != 0) ChildFail(p, 3);
   if (::syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail(p, 4);
   if (::syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail(p, 5);
@@ -655,9 +656,10 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
     if (plan.kernel.rfind(prefix, 0) == 0 || plan.initrd.rfind(prefix, 0) == 0) continue;
     if (::lstat(d, &sb) == 0 && S_ISDIR(sb.st_mode)) p.masked_dirs.push_back(d);
   }
-  // The VMM is PID 1 of a PID namespace of its own: it sees no other process on the host.
-  // And of a user namespace that maps only its own host ids (and /dev/kvm's group): the child
-  // becomes them by the capabilities it holds there, so the node needs no CAP_SETUID for it.
+  // The VMM lives in a PID namespace of its own (its reaper pid 1, QEMU pid 2): it sees no
+  // other process on the host. And in a user namespace that maps only its own host ids (and
+  // /dev/kvm's group): the child becomes them by the capabilities it holds there, so the node
+  // needs no CAP_SETUID for it.
   clone_args ca{};
   ca.flags = CLONE_NEWPID | CLONE_NEWUSER;
   ca.exit_signal = SIGCHLD;
