@@ -27,7 +27,7 @@ libc.syscall.restype = ctypes.c_long
 
 NR = {
     "read": 0, "write": 1, "mmap": 9, "ioctl": 16, "clone": 56, "kill": 62, "ptrace": 101, "syslog": 103,
-    "setuid": 105, "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176, "quotactl": 179,
+    "setuid": 105, "setresuid": 117, "setresgid": 119, "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176, "quotactl": 179,
     "swapon": 167, "swapoff": 168, "reboot": 169, "acct": 163, "settimeofday": 164, "adjtimex": 159,
     "clock_settime": 227, "clock_adjtime": 305, "kexec_load": 246, "add_key": 248, "request_key": 249,
     "keyctl": 250, "unshare": 272, "perf_event_open": 298, "name_to_handle_at": 303,
@@ -450,6 +450,40 @@ def _():
         return False, "setuid(0) succeeded"
     except OSError as e:
         return True, "setuid(0): %s" % e.strerror
+
+
+@case("priv.rewrite_id_maps")
+def _():
+    # The maps were written once, from the host (by the root broker): the kernel takes no
+    # second write, from the sandbox's root least of all. One that worked would map host uid 0.
+    got = []
+    for path in ("/proc/self/uid_map", "/proc/self/gid_map", "/proc/1/uid_map"):
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except OSError as e:
+            got.append("%s: open %s" % (path, errno.errorcode.get(e.errno)))
+            continue
+        try:
+            os.write(fd, b"0 0 4294967295\n")
+            return False, "wrote " + path
+        except OSError as e:
+            got.append("%s: write %s" % (path, errno.errorcode.get(e.errno)))
+        finally:
+            os.close(fd)
+    return True, "; ".join(got)
+
+
+@case("priv.become_unmapped_ids")
+def _():
+    # Ids beyond the sandbox's 65536 would be another sandbox's host uids (or the host's, for
+    # the overflow id's neighbours): none is mapped, so no set*id call can reach one.
+    got = []
+    for name, ident in (("setresuid", 65536), ("setresgid", 65536), ("setresuid", 4294967294)):
+        rc, err = sys_call(name, ident, ident, ident)
+        if rc == 0:
+            return False, "%s(%d) succeeded" % (name, ident)
+        got.append("%s(%d): %s" % (name, ident, errno.errorcode.get(err)))
+    return True, "; ".join(got)
 
 
 @case("priv.read_shadow_and_root_home", users=("user",))
