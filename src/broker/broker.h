@@ -38,7 +38,7 @@
 namespace space::broker {
 
 // The only capabilities the broker process keeps; the node drops them (but CAP_SYS_NICE,
-// CAP_SETUID and CAP_SETGID, which the node still uses). CAP_SETUID and CAP_SETGID write the
+// which the node still uses). CAP_SETUID and CAP_SETGID write the
 // id maps of the user namespaces the node's children make (userns_map); the broker's seccomp
 // filter refuses it every set*id call of its own. CAP_KILL: a v1 cgroup is emptied by
 // SIGKILLing its sandbox-uid tasks, and the node's children under other uids are killed for it
@@ -51,7 +51,7 @@ inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_
 // node could trace the broker and act through it. CAP_KILL: the node signals only its own
 // children (common/kill_child.h routes the kills it may not send through kill_child).
 inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, CAP_NET_BROADCAST, CAP_SYS_PTRACE,
-                                                   CAP_KILL};
+                                                   CAP_KILL,      CAP_SETUID,  CAP_SETGID};
 
 struct BrokerConfig {
   std::string net_lock_dir;  // host-wide network slot locks: <HostRunDir()>/net-slots

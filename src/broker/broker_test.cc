@@ -376,13 +376,13 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
     EXPECT_EQ(MapOf(sandbox, "gid_map"), MapLine(0, base, 65536));
     // Once only: a mapped namespace is never remapped (to another slot, or as a VMM).
     EXPECT_FALSE(map(sandbox, IdMapShape::kSandbox, 0, HostSlots::UidBase(4252)).ok());
-    EXPECT_FALSE(map(sandbox, IdMapShape::kVmm).ok());
+    EXPECT_FALSE(map(sandbox, IdMapShape::kOneId).ok());
     EXPECT_EQ(MapOf(sandbox, "uid_map"), MapLine(0, base, 65536));
 
     // A gid that is not /dev/kvm's group (on a host without one, any): refused, nothing written.
-    EXPECT_EQ(map(vmm, IdMapShape::kVmm, 4242).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(map(vmm, IdMapShape::kOneId, 4242).code(), StatusCode::kPermissionDenied);
     EXPECT_EQ(MapOf(vmm, "uid_map"), "");
-    mapped = map(vmm, IdMapShape::kVmm);
+    mapped = map(vmm, IdMapShape::kOneId);
     ASSERT_TRUE(mapped.ok()) << mapped.ToString();
     EXPECT_EQ(MapOf(vmm, "uid_map"), MapLine(base, base, 1));
     EXPECT_EQ(MapOf(vmm, "gid_map"), MapLine(base, base, 1));
@@ -397,8 +397,8 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
     self.pid = -1;
     EXPECT_EQ(map(self, IdMapShape::kSandbox).code(), StatusCode::kPermissionDenied);
     // Uid bases that start no slot never leave the client.
-    EXPECT_EQ(map(vmm, IdMapShape::kVmm, 0, base + 1).code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(map(vmm, IdMapShape::kVmm, 0, 65536).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(map(vmm, IdMapShape::kOneId, 0, base + 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(map(vmm, IdMapShape::kOneId, 0, 65536).code(), StatusCode::kInvalidArgument);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(broker_pid, &status, 0), broker_pid);

@@ -148,7 +148,7 @@ std::string EncodeRequest(const Request& r) {
       break;
     case Op::kUsernsMap:
       j["uid_slot"] = r.uid_slot;
-      j["shape"] = r.shape == runtime::ns::IdMapShape::kVmm ? "vmm" : "sandbox";
+      j["shape"] = r.shape == runtime::ns::IdMapShape::kOneId ? "one_id" : "sandbox";
       j["kvm_gid"] = r.kvm_gid;
       break;
     case Op::kSeqpacketPair:
@@ -218,16 +218,16 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
       ASSIGN_OR_RETURN(r.uid_slot, IntField(j, "uid_slot", 0, HostSlots::kMaxSlots - 1));
       if (j["shape"] == "sandbox") {
         r.shape = runtime::ns::IdMapShape::kSandbox;
-      } else if (j["shape"] == "vmm") {
-        r.shape = runtime::ns::IdMapShape::kVmm;
+      } else if (j["shape"] == "one_id") {
+        r.shape = runtime::ns::IdMapShape::kOneId;
       } else {
-        return InvalidArgument("broker: shape must be \"sandbox\" or \"vmm\"");
+        return InvalidArgument("broker: shape must be \"sandbox\" or \"one_id\"");
       }
       // Host gids below the first slot are the host's own; 0 means none. Whether it is the
       // group of /dev/kvm the broker checks when it acts.
       ASSIGN_OR_RETURN(r.kvm_gid, IntField(j, "kvm_gid", 0, HostSlots::UidBase(0) - 1));
-      if (r.kvm_gid != 0 && r.shape != runtime::ns::IdMapShape::kVmm) {
-        return InvalidArgument("broker: only a VMM's map may add the kvm group");
+      if (r.kvm_gid != 0 && r.shape != runtime::ns::IdMapShape::kOneId) {
+        return InvalidArgument("broker: only a one_id map may add the kvm group");
       }
       break;
     }

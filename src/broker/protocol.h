@@ -83,7 +83,7 @@ struct Request {
   runtime::Limits limits;           // cgroup_create, cgroup_update
   bool frozen = false;              // cgroup_freeze
   // userns_map (with uid_slot): the map's shape, and the /dev/kvm group a VMM's map adds
-  // (0: none; only with kVmm).
+  // (0: none; only with kOneId).
   runtime::ns::IdMapShape shape = runtime::ns::IdMapShape::kSandbox;
   int64_t kvm_gid = 0;
 };

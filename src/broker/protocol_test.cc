@@ -138,28 +138,28 @@ TEST(ProtocolTest, UsernsMapTakesASlotAShapeAndOnlyAVmmsKvmGroup) {
   Request map;
   map.op = Op::kUsernsMap;
   map.uid_slot = 7;
-  map.shape = runtime::ns::IdMapShape::kVmm;
+  map.shape = runtime::ns::IdMapShape::kOneId;
   map.kvm_gid = 108;
   Request got = Decoded(EncodeRequest(map), 1);
   EXPECT_EQ(got.uid_slot, 7);
-  EXPECT_EQ(got.shape, runtime::ns::IdMapShape::kVmm);
+  EXPECT_EQ(got.shape, runtime::ns::IdMapShape::kOneId);
   EXPECT_EQ(got.kvm_gid, 108);
   map.shape = runtime::ns::IdMapShape::kSandbox;
   map.kvm_gid = 0;
   EXPECT_EQ(Decoded(EncodeRequest(map), 1).shape, runtime::ns::IdMapShape::kSandbox);
 
-  const std::string ok = R"({"op":"userns_map","uid_slot":7,"shape":"vmm","kvm_gid":0})";
+  const std::string ok = R"({"op":"userns_map","uid_slot":7,"shape":"one_id","kvm_gid":0})";
   EXPECT_TRUE(DecodeRequest(ok, 1).ok());
   ExpectRefused(ok, 0);
   ExpectRefused(ok, 2);
   // The kvm group only for a VMM, never a slot's id or root's; no map text, no uid base.
   ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"sandbox","kvm_gid":108})", 1);
-  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"vmm","kvm_gid":1048576})", 1);
-  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"vmm","kvm_gid":-1})", 1);
-  ExpectRefused(R"({"op":"userns_map","uid_slot":16384,"shape":"vmm","kvm_gid":0})", 1);
+  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"one_id","kvm_gid":1048576})", 1);
+  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"one_id","kvm_gid":-1})", 1);
+  ExpectRefused(R"({"op":"userns_map","uid_slot":16384,"shape":"one_id","kvm_gid":0})", 1);
   ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"root","kvm_gid":0})", 1);
-  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"vmm"})", 1);
-  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"vmm","kvm_gid":0,"uid_map":"0 0 1"})", 1);
+  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"one_id"})", 1);
+  ExpectRefused(R"({"op":"userns_map","uid_slot":7,"shape":"one_id","kvm_gid":0,"uid_map":"0 0 1"})", 1);
 }
 
 TEST(ProtocolTest, UidLeasesTakeOneSlot) {

@@ -18,6 +18,8 @@
 #include "broker/broker.h"
 #include "broker/broker_client.h"
 #include "common/capabilities.h"
+#include "common/helper_spawn.h"
+#include "common/host_slots.h"
 #include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
@@ -32,6 +34,10 @@
 
 namespace space::cli {
 namespace {
+
+// The API front's preferred uid slot: below the gateway workers' (the top 100), above where
+// sandboxes start (the lowest free).
+constexpr int64_t kFrontUidSlot = HostSlots::kMaxSlots - 201;
 
 std::string SelfDir() {
   char buf[4096];
@@ -226,7 +232,19 @@ int RunDev(const DevOptions& options) {
     if (e2b::E2b::Handles(req)) return e2b.Handle(req, res);
     api.Handle(req, res);
   });
-  auto front = front::FrontProcess::Start(std::move(*listener), &server);
+  // The front runs under a uid slot of its own, leased from the broker for the node's life,
+  // in a user namespace the broker maps to that uid alone: it never runs as root.
+  auto front_slot = broker->get()->UidAcquire(kFrontUidSlot);
+  if (!front_slot.ok()) {
+    std::cerr << "space dev: API front uid: " << front_slot.status().ToString() << "\n";
+    return 1;
+  }
+  HelperUser front_user;
+  front_user.uid = HostSlots::UidBase(*front_slot);
+  front_user.map_ids = [uid = front_user.uid](int pidfd, pid_t pid) {
+    return runtime::ns::MapIds({.pidfd = pidfd, .pid = pid, .uid_base = uid, .shape = runtime::ns::IdMapShape::kOneId});
+  };
+  auto front = front::FrontProcess::Start(std::move(*listener), &server, std::move(front_user));
   if (!front.ok()) {
     std::cerr << "space dev: " << front.status().ToString() << "\n";
     return 1;

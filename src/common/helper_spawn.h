@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,10 +17,23 @@
 
 namespace space {
 
+// A helper that never runs as root: it starts in a user namespace of its own whose id maps
+// `map_ids` writes (through the root broker: runtime/ns/userns.h, shape kOneId) while the
+// child waits, and becomes `uid` (gid the same, no groups) before exec, with capabilities it
+// holds in that namespace only. After exec it holds none anywhere. So the spawner needs
+// neither CAP_SETUID nor CAP_SETGID.
+struct HelperUser {
+  uid_t uid = 0;
+  std::function<Status(int pidfd, pid_t pid)> map_ids;
+};
+
 struct HelperSpec {
   std::vector<std::string> args;         // argv; args[0] is "space"
   std::vector<std::pair<int, int>> fds;  // (descriptor here, its number in the helper, >= 3); at most 8
   bool ignore_stop_signals = false;      // SIGINT and SIGTERM ignored (it outlives the node's orderly stop)
+  HelperUser user;                       // map_ids empty: the helper starts with this process's ids
+  int exe_fd = -1;                       // the program to run (fexecve); -1: /proc/self/exe
+  std::vector<std::string> env;          // "K=V" entries besides PATH
 };
 
 // The helper's pid. What the helper does next is its own affair; the caller waits for it.

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -53,19 +54,35 @@ Status CheckNoCapabilities() {
 
 }  // namespace
 
+Status MakeFrontRoot(const std::string& empty_dir) {
+  RETURN_IF_ERROR(MakeDirs(empty_dir.substr(0, empty_dir.rfind('/')), 0755));
+  if (::mkdir(empty_dir.c_str(), 0555) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", empty_dir, errno);
+  return Status::Ok();
+}
+
 Status DropToFront(const std::string& empty_dir) {
   // The empty root: made by root, writable by nobody, so the front can neither read host files
   // nor plant any there.
-  RETURN_IF_ERROR(MakeDirs(empty_dir.substr(0, empty_dir.rfind('/')), 0755));
-  if (::mkdir(empty_dir.c_str(), 0555) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", empty_dir, errno);
+  const bool root = ::geteuid() == 0;
+  if (root) RETURN_IF_ERROR(MakeFrontRoot(empty_dir));
   // Checked and entered through one descriptor, so what is checked is what becomes the root
   // (a swap of the path in between, were its parent writable, changes nothing).
   UniqueFd dir(::open(empty_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir.valid()) return ErrnoStatus("open", empty_dir, errno);
   struct stat st;
   if (::fstat(dir.get(), &st) != 0) return ErrnoStatus("stat", empty_dir, errno);
-  if (st.st_uid != 0 || (st.st_mode & 0222) != 0) {
+  // Started as root: the directory must be root's. Started in a user namespace of its own
+  // (HelperUser), root is unmapped and shows as the overflow id: then it must not be ours,
+  // so this uid cannot make it writable either.
+  const bool owner_ok = root ? st.st_uid == 0 : st.st_uid != ::getuid();
+  if (!owner_ok || (st.st_mode & 0222) != 0) {
     return PermissionDenied(empty_dir + " must be a directory owned by root that nobody can write");
+  }
+  if (!root) {
+    // chroot needs CAP_SYS_CHROOT, which this process holds in no namespace after its exec: a
+    // user namespace nested in its own gives it that (there only) until the sets are emptied
+    // below. Our uid is mapped in the parent, so no privilege is needed to make one.
+    if (::unshare(CLONE_NEWUSER) != 0) return ErrnoStatus("unshare", "CLONE_NEWUSER (front)", errno);
   }
   if (::fchdir(dir.get()) != 0) return ErrnoStatus("fchdir", empty_dir, errno);
   if (::chroot(".") != 0) return ErrnoStatus("chroot", empty_dir, errno);
@@ -76,9 +93,17 @@ Status DropToFront(const std::string& empty_dir) {
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return ErrnoStatus("capbset_drop", "front", errno);
   }
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  if (::setgroups(0, nullptr) != 0) return ErrnoStatus("setgroups", "front", errno);
-  if (::setresgid(kFrontGid, kFrontGid, kFrontGid) != 0) return ErrnoStatus("setresgid", "front", errno);
-  if (::setresuid(kFrontUid, kFrontUid, kFrontUid) != 0) return ErrnoStatus("setresuid", "front", errno);
+  if (root) {
+    if (::setgroups(0, nullptr) != 0) return ErrnoStatus("setgroups", "front", errno);
+    if (::setresgid(kFrontGid, kFrontGid, kFrontGid) != 0) return ErrnoStatus("setresgid", "front", errno);
+    if (::setresuid(kFrontUid, kFrontUid, kFrontUid) != 0) return ErrnoStatus("setresuid", "front", errno);
+  } else {
+    // No id to change to (none is mapped here): the capabilities of the nested namespace go
+    // explicitly. The ids and groups were set before exec (HelperUser).
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct none[2] = {};
+    if (::syscall(SYS_capset, &hdr, none) != 0) return ErrnoStatus("capset", "front", errno);
+  }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus("no_new_privs", "front", errno);
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return ErrnoStatus("dumpable", "front", errno);
   RETURN_IF_ERROR(CheckNoCapabilities());

@@ -1,6 +1,7 @@
 // The API front: the process that owns the API's listening socket and talks HTTP to clients,
 // so that no process running as root parses a byte a client sends before the front has
-// framed it. It runs as an unprivileged uid (nobody) with no capabilities in any set,
+// framed it. It runs as an unprivileged uid (the node's: a uid slot of its own, started as it
+// in a user namespace the root broker maps to it alone) with no capabilities in any set,
 // chrooted into an empty directory, no_new_privs, not dumpable, under a seccomp filter that
 // also refuses socket(), connect(), bind() and listen(): it can accept on the socket it was
 // given and reach the node over its channel, and nothing else.
@@ -25,7 +26,14 @@ inline constexpr gid_t kFrontGid = 65534;
 // Gives up root for good: empty chroot, uid/gid kFrontUid, no supplementary groups, every
 // capability set (bounding and ambient too) empty, no_new_privs, not dumpable, seccomp filter.
 // `empty_dir`: a root-owned directory nobody can write. Verified afterwards, not assumed.
+// A front started under its own uid in a user namespace of its own (common/helper_spawn.h
+// HelperUser, the node's way) keeps that uid, and chroots from a user namespace nested in its
+// own, whose capabilities it then empties; the directory must exist (MakeFrontRoot).
 Status DropToFront(const std::string& empty_dir);
+
+// Makes the front's empty root (0555) when missing; the node calls it before a front that
+// does not start as root.
+Status MakeFrontRoot(const std::string& empty_dir);
 
 // Serves clients on `listen_fd`, forwarding to the node over `channel_fd`, until the node's end
 // of the channel closes. Returns the exit code.

@@ -12,9 +12,11 @@
 
 #include "common/datagram.h"
 #include "common/helper_spawn.h"
+#include "common/host_slots.h"
 #include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
+#include "front/front.h"
 
 namespace space::front {
 namespace {
@@ -27,8 +29,11 @@ constexpr auto kRestartDelay = std::chrono::milliseconds(500);
 
 }  // namespace
 
-Result<std::unique_ptr<FrontProcess>> FrontProcess::Start(UniqueFd listen_fd, api::HttpServer* server) {
-  std::unique_ptr<FrontProcess> f(new FrontProcess(std::move(listen_fd), server));
+Result<std::unique_ptr<FrontProcess>> FrontProcess::Start(UniqueFd listen_fd, api::HttpServer* server,
+                                                          HelperUser user) {
+  // A front that does not start as root cannot make its empty root itself.
+  if (user.map_ids) RETURN_IF_ERROR(MakeFrontRoot(HostRunDir() + "/empty"));
+  std::unique_ptr<FrontProcess> f(new FrontProcess(std::move(listen_fd), server, std::move(user)));
   ASSIGN_OR_RETURN(UniqueFd pidfd, f->Spawn());
   f->supervisor_ = std::thread([p = f.get(), fd = std::move(pidfd)]() mutable { p->Supervise(std::move(fd)); });
   return f;
@@ -43,6 +48,7 @@ Result<UniqueFd> FrontProcess::Spawn() {
                "--node-pid", std::to_string(::getpid())};
   spec.fds = {{theirs.get(), kChannelFd}, {listen_fd_.get(), kListenFd}};
   spec.ignore_stop_signals = true;  // a Ctrl-C reaches the process group; the front ends with its channel
+  spec.user = user_;
   Result<pid_t> spawned = SpawnHelper(spec);
   if (!spawned.ok()) return spawned.status().Annotate("API front");
   const pid_t pid = *spawned;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/http_server.h"
+#include "common/helper_spawn.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 
@@ -21,8 +22,11 @@ namespace space::front {
 class FrontProcess {
  public:
   // Starts the first front and waits until it has dropped root and is serving; from then on
-  // a supervisor thread replaces it whenever it exits. `server` outlives this object.
-  static Result<std::unique_ptr<FrontProcess>> Start(UniqueFd listen_fd, api::HttpServer* server);
+  // a supervisor thread replaces it whenever it exits. `server` outlives this object. With
+  // `user.map_ids`, every front starts as `user.uid` in a user namespace of its own and never
+  // runs as root (common/helper_spawn.h); without, it starts as root and drops to nobody.
+  static Result<std::unique_ptr<FrontProcess>> Start(UniqueFd listen_fd, api::HttpServer* server,
+                                                     HelperUser user = {});
   ~FrontProcess() { Stop(); }
 
   // Ends the front (the node is stopping); no replacement follows.
@@ -30,13 +34,15 @@ class FrontProcess {
   pid_t pid() const { return pid_.load(); }
 
  private:
-  FrontProcess(UniqueFd listen_fd, api::HttpServer* server) : listen_fd_(std::move(listen_fd)), server_(server) {}
+  FrontProcess(UniqueFd listen_fd, api::HttpServer* server, HelperUser user)
+      : listen_fd_(std::move(listen_fd)), server_(server), user_(std::move(user)) {}
   // One front: fork + exec, then its "ready" datagram. Returns its pidfd.
   Result<UniqueFd> Spawn();
   void Supervise(UniqueFd pidfd);
 
   const UniqueFd listen_fd_;
   api::HttpServer* const server_;
+  const HelperUser user_;
   std::atomic<pid_t> pid_{-1};
   std::mutex mu_;
   std::condition_variable cv_;

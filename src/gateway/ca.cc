@@ -69,6 +69,30 @@ CertAuthority::~CertAuthority() {
   X509_free(ca_cert_);
 }
 
+Result<std::unique_ptr<CertAuthority>> CertAuthority::FromPem(const std::string& cert_pem, const std::string& key_pem) {
+  std::unique_ptr<CertAuthority> ca(new CertAuthority());
+  BIO* kb = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  ca->ca_key_ = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+  BIO_free(kb);
+  BIO* cb = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  ca->ca_cert_ = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+  BIO_free(cb);
+  if (!ca->ca_key_ || !ca->ca_cert_) return InvalidArgument("gateway CA PEM is unreadable: " + OpenSslError());
+  if (X509_check_private_key(ca->ca_cert_, ca->ca_key_) != 1) {
+    return InvalidArgument("gateway CA key does not match its certificate: " + OpenSslError());
+  }
+  ca->cert_pem_ = cert_pem;
+  ca->leaf_key_ = NewKey();
+  if (!ca->leaf_key_) return Internal("gateway leaf key: " + OpenSslError());
+  return ca;
+}
+
+Result<std::pair<std::string, std::string>> CertAuthority::LoadOrCreatePem(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CertAuthority> ca, LoadOrCreate(dir));
+  ASSIGN_OR_RETURN(std::string key_pem, ReadFileToString(dir + "/ca.key", 64 << 10));
+  return std::make_pair(ca->certificate_pem(), std::move(key_pem));
+}
+
 Result<std::unique_ptr<CertAuthority>> CertAuthority::LoadOrCreate(const std::string& dir) {
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
   std::unique_ptr<CertAuthority> ca(new CertAuthority());

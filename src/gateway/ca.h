@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "common/result.h"
 
@@ -19,6 +20,11 @@ class CertAuthority {
  public:
   // Loads <dir>/ca.key and <dir>/ca.crt, creating both (P-256, ten years) when absent.
   static Result<std::unique_ptr<CertAuthority>> LoadOrCreate(const std::string& dir);
+  // The same, then the two files' text {certificate, key}: what a gateway worker that never
+  // runs as root is given, since it cannot read the 0600 key itself.
+  static Result<std::pair<std::string, std::string>> LoadOrCreatePem(const std::string& dir);
+  // A CA from PEM text (a certificate and its private key).
+  static Result<std::unique_ptr<CertAuthority>> FromPem(const std::string& cert_pem, const std::string& key_pem);
   ~CertAuthority();
 
   const std::string& certificate_pem() const { return cert_pem_; }

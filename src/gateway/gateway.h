@@ -52,6 +52,9 @@ struct GatewayConfig {
   uint16_t base_port = 0;
   int max_connections = 1024;
   int idle_timeout_ms = 120000;
+  // The CA as PEM text, for a worker that never runs as root (ca_dir unused then).
+  std::string ca_cert_pem;
+  std::string ca_key_pem;
 };
 
 struct GatewayHooks {

@@ -44,6 +44,9 @@ const std::vector<Schema>& Schemas() {
        {{"ca_dir", Kind::kString, kPath},
         {"upstream_dns", Kind::kString, kShort},
         {"upstream_ca_file", Kind::kString, kPath},
+        {"upstream_ca_pem", Kind::kString, kWhole / 2},
+        {"ca_cert_pem", Kind::kString, 64 << 10},
+        {"ca_key_pem", Kind::kString, 64 << 10},
         {"base_port", Kind::kUint, 65535},
         {"max_connections", Kind::kUint, 1 << 16},
         {"idle_timeout_ms", Kind::kUint, 24 * 3600 * 1000}}},
@@ -267,6 +270,9 @@ nlohmann::json ConfigJson(const GatewayConfig& c) {
   return {{"ca_dir", c.ca_dir},
           {"upstream_dns", c.upstream_dns},
           {"upstream_ca_file", c.upstream_ca_file},
+          {"upstream_ca_pem", c.upstream_ca_pem},
+          {"ca_cert_pem", c.ca_cert_pem},
+          {"ca_key_pem", c.ca_key_pem},
           {"base_port", c.base_port},
           {"max_connections", static_cast<uint64_t>(c.max_connections)},
           {"idle_timeout_ms", static_cast<uint64_t>(c.idle_timeout_ms)}};
@@ -277,6 +283,9 @@ GatewayConfig ConfigFromJson(const nlohmann::json& body) {
   c.ca_dir = body["ca_dir"].get<std::string>();
   c.upstream_dns = body["upstream_dns"].get<std::string>();
   c.upstream_ca_file = body["upstream_ca_file"].get<std::string>();
+  c.upstream_ca_pem = body["upstream_ca_pem"].get<std::string>();
+  c.ca_cert_pem = body["ca_cert_pem"].get<std::string>();
+  c.ca_key_pem = body["ca_key_pem"].get<std::string>();
   c.base_port = static_cast<uint16_t>(body["base_port"].get<uint64_t>());
   c.max_connections = static_cast<int>(body["max_connections"].get<uint64_t>());
   c.idle_timeout_ms = static_cast<int>(body["idle_timeout_ms"].get<uint64_t>());

@@ -109,7 +109,8 @@ TEST(IpcTest, DecodeRefusesMalformedMessages) {
        Sender::kWorker},
       {"ready port missing", R"({"type":"ready","ports":{"dns":1},"ca_certificate_pem":"x"})", Sender::kWorker},
       {"config port out of range",
-       R"({"type":"config","ca_dir":"/x","upstream_dns":"","upstream_ca_file":"","base_port":70000,)"
+       R"({"type":"config","ca_dir":"/x","upstream_dns":"","upstream_ca_file":"","upstream_ca_pem":"",)"
+       R"("ca_cert_pem":"","ca_key_pem":"","base_port":70000,)"
        R"("max_connections":1,"idle_timeout_ms":1})",
        Sender::kNode},
   };

@@ -98,7 +98,22 @@ Status DieWithNode(pid_t node_pid) {
 }  // namespace
 
 Status DropGatewayPrivileges(uid_t uid) {
-  if (::geteuid() != 0) return Status::Ok();
+  if (::geteuid() != 0) {
+    // Started as `uid` in a user namespace of its own (common/helper_spawn.h HelperUser):
+    // nothing to drop but what exec left, which must be nothing.
+    if (::getuid() != uid || ::getgid() != static_cast<gid_t>(uid)) {
+      return PermissionDenied("gateway worker runs as " + std::to_string(::getuid()) + ", not " + std::to_string(uid));
+    }
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2] = {};
+    if (::syscall(SYS_capget, &header, data) != 0) return ErrnoStatus("capget", "self", errno);
+    for (const auto& d : data) {
+      if (d.effective || d.permitted || d.inheritable) return Internal("gateway worker started with capabilities");
+    }
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_NO_NEW_PRIVS", errno);
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_DUMPABLE", errno);
+    return Status::Ok();
+  }
   if (uid < kMinWorkerUid || uid == static_cast<uid_t>(-1)) {
     return InvalidArgument("gateway worker uid " + std::to_string(uid) + " is a system id");
   }
@@ -149,8 +164,11 @@ int RunGatewayWorker(int fd, pid_t node_pid, uid_t uid) {
   if (first->type != ipc::Type::kConfig) return fail(InvalidArgument("worker: the first message must be config"));
   GatewayConfig config = ipc::ConfigFromJson(first->body);
 
-  // What needs root: the CA key (0600 root) and the upstream CA file (maybe in a private dir).
-  auto ca = CertAuthority::LoadOrCreate(config.ca_dir);
+  // The CA: as text from a node that started this worker without root (its key file is 0600
+  // root); otherwise read here, as root, before the drop, as is the upstream CA file.
+  auto ca = config.ca_key_pem.empty() ? CertAuthority::LoadOrCreate(config.ca_dir)
+                                      : CertAuthority::FromPem(config.ca_cert_pem, config.ca_key_pem);
+  config.ca_key_pem.clear();
   if (!ca.ok()) return fail(ca.status());
   if (!config.upstream_ca_file.empty()) {
     auto pem = ReadFileToString(config.upstream_ca_file, 1 << 20);

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/helper_spawn.h"
 #include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
+#include "gateway/ca.h"
 #include "gateway/worker.h"
 
 namespace space::node {
@@ -30,7 +32,6 @@ constexpr int kMinBackoffMs = 200;
 constexpr int kMaxBackoffMs = 10000;
 constexpr size_t kRecentUnregistered = 256;
 constexpr int kWorkerFd = 3;
-constexpr int kExecFd = 4;
 constexpr int kAuditPerMin = 60000;
 
 std::string WaitStatusText(int status) {
@@ -74,10 +75,22 @@ bool AuditOwnerKnown(const RegisteredSandboxes& registered,
   return std::find(recent.begin(), recent.end(), std::make_pair(sandbox_id, team)) != recent.end();
 }
 
-Result<std::unique_ptr<GatewayProcess>> GatewayProcess::Start(const gateway::GatewayConfig& config,
+Result<std::unique_ptr<GatewayProcess>> GatewayProcess::Start(const gateway::GatewayConfig& given,
                                                               GatewayProcessHooks hooks, uid_t worker_uid) {
   if (worker_uid < gateway::kMinWorkerUid) {
     return InvalidArgument("gateway worker uid " + std::to_string(worker_uid) + " is a system id");
+  }
+  gateway::GatewayConfig config = given;
+  if (hooks.map_ids) {
+    // A worker that never runs as root can read neither the CA key (0600 root) nor, maybe,
+    // the upstream CA file: both go in its config message instead.
+    ASSIGN_OR_RETURN(auto pem, gateway::CertAuthority::LoadOrCreatePem(config.ca_dir));
+    config.ca_cert_pem = std::move(pem.first);
+    config.ca_key_pem = std::move(pem.second);
+    if (!config.upstream_ca_file.empty()) {
+      ASSIGN_OR_RETURN(config.upstream_ca_pem, ReadFileToString(config.upstream_ca_file, 256 << 10));
+      config.upstream_ca_file.clear();
+    }
   }
   // Opened once: a restart execs this binary even if the file was replaced since.
   int exe = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -162,40 +175,19 @@ void GatewayProcess::DropWedgedWorkerLocked(const Status& send_status) {
 Status GatewayProcess::SpawnWorker() {
   UniqueFd mine, theirs;
   RETURN_IF_ERROR(hooks_.socket_pair ? hooks_.socket_pair(&mine, &theirs) : ipc::MakeSocketPair(&mine, &theirs));
-  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  const pid_t node_pid = ::getpid();
-  std::vector<std::string> args = {"space", "gateway-worker", "--fd", std::to_string(kWorkerFd), "--node-pid",
-                                   std::to_string(node_pid), "--uid", std::to_string(worker_uid_)};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  HelperSpec spec;
+  spec.args = {"space", "gateway-worker", "--fd", std::to_string(kWorkerFd), "--node-pid", std::to_string(::getpid()),
+               "--uid", std::to_string(worker_uid_)};
+  spec.fds = {{theirs.get(), kWorkerFd}};
+  spec.exe_fd = exe_.get();
   // Not the node's environment: it may hold SPACE_KEK. Only what OpenSSL's trust store reads.
-  std::vector<std::string> env_strings = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   for (const char* name : {"SSL_CERT_FILE", "SSL_CERT_DIR"}) {
-    if (const char* v = ::getenv(name)) env_strings.push_back(std::string(name) + "=" + v);
+    if (const char* v = ::getenv(name)) spec.env.push_back(std::string(name) + "=" + v);
   }
-  std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const int exe = exe_.get();
-  const int child_end = theirs.get();
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", "gateway worker", errno);
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the forking thread may block SIGTERM
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != node_pid) ::_exit(1);
-    // Move the two fds to 3 and 4 (via fds >= 10, so no dup2 clobbers the other), then close
-    // everything else: nothing of the root node leaks into the worker, CLOEXEC or not.
-    int c = ::fcntl(child_end, F_DUPFD, 10);
-    int e = ::fcntl(exe, F_DUPFD_CLOEXEC, 10);
-    if (c < 0 || e < 0 || ::dup2(c, kWorkerFd) < 0 || ::dup3(e, kExecFd, O_CLOEXEC) < 0) ::_exit(126);
-    ::syscall(SYS_close_range, kExecFd + 1, ~0U, 0);
-    ::fexecve(kExecFd, argv.data(), envp.data());
-    ::_exit(127);
-  }
+  if (hooks_.map_ids) spec.user = HelperUser{worker_uid_, hooks_.map_ids};
+  Result<pid_t> spawned = SpawnHelper(spec);
+  if (!spawned.ok()) return spawned.status().Annotate("gateway worker");
+  const pid_t pid = *spawned;
   theirs.reset();
   auto channel = std::make_shared<ipc::Channel>(std::move(mine), ipc::Sender::kWorker);
   auto fail = [&](const Status& st) {

@@ -71,6 +71,10 @@ struct GatewayProcessHooks {
   // ipc::kSocketBufferBytes. Optional: ipc::MakeSocketPair, whose buffers wmem_max caps
   // unless the node has CAP_NET_ADMIN.
   std::function<Status(UniqueFd* node_end, UniqueFd* worker_end)> socket_pair;
+  // Writes the id maps of a worker started in a user namespace of its own (HelperUser):
+  // then the worker never runs as root, and gets the CA as PEM text in its config. Optional:
+  // without it the worker starts as root and drops to its uid itself.
+  std::function<Status(int pidfd, pid_t pid)> map_ids;
 };
 
 class GatewayProcess {

@@ -12,6 +12,7 @@
 #include "node/live.h"
 #include "node/node.h"
 #include "node/stored_credential.h"
+#include "runtime/ns/userns.h"
 
 namespace space::node {
 namespace {
@@ -86,7 +87,12 @@ Status Node::StartEgress() {
   // The worker's uid is the base of a uid slot of its own, taken from the top of the range
   // (sandboxes take the lowest free): no sandbox, other node's worker or host account has it.
   ASSIGN_OR_RETURN(gateway_uid_slot_, uid_slots_.Acquire(HostSlots::kMaxSlots - 1 - net_slot_));
-  ASSIGN_OR_RETURN(gateway_, GatewayProcess::Start(gc, std::move(hooks), HostSlots::UidBase(gateway_uid_slot_)));
+  const uid_t worker_uid = HostSlots::UidBase(gateway_uid_slot_);
+  // It starts as that uid, in a user namespace the broker maps to it alone: never as root.
+  hooks.map_ids = [worker_uid](int pidfd, pid_t pid) {
+    return runtime::ns::MapIds({.pidfd = pidfd, .pid = pid, .uid_base = worker_uid, .shape = runtime::ns::IdMapShape::kOneId});
+  };
+  ASSIGN_OR_RETURN(gateway_, GatewayProcess::Start(gc, std::move(hooks), worker_uid));
   RETURN_IF_ERROR(broker->InstallFirewall(gateway_->ports()));
   return broker->NetReconcile({});  // links of this prefix belong to no live sandbox yet
 }

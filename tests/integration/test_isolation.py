@@ -98,6 +98,7 @@ class IsolationTest(unittest.TestCase):
         self.assertEqual(os.stat("/proc/%d/mem" % brokers[0]).st_uid, 0)
         gone = (1 << 11) | (1 << 12) | (1 << 13) | (1 << 19)  # NET_BROADCAST, NET_ADMIN, NET_RAW, SYS_PTRACE
         gone |= 1 << 5  # KILL
+        gone |= (1 << 6) | (1 << 7)  # SETGID, SETUID: id maps through the broker; helpers start unprivileged
         for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
             try:
                 with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:
@@ -113,14 +114,18 @@ class IsolationTest(unittest.TestCase):
         self.assertEqual(proc_status(self.s.proc.pid)["Seccomp"], "2")
 
     def test_api_front_is_unprivileged(self):
-        # The API front (src/front/front.h) is the process clients talk to: nobody, no
-        # capability in any set, no_new_privs, its own seccomp filter, chrooted into an empty
-        # directory.
+        # The API front (src/front/front.h) is the process clients talk to: a uid slot of its
+        # own (started as it, in a user namespace of its own: never root), no capability in
+        # any set, no_new_privs, its own seccomp filter, chrooted into an empty directory.
         fronts = api_fronts(self.s.proc.pid)
         self.assertEqual(len(fronts), 1, fronts)
         st = proc_status(fronts[0])
+        uid = int(st["Uid"].split()[0])
+        self.assertGreaterEqual(uid, 1 << 20, st["Uid"])
+        self.assertEqual(uid % 65536, 0, st["Uid"])
         for field in ("Uid", "Gid"):
-            self.assertEqual(st[field].split(), ["65534"] * 4, (field, st[field]))
+            self.assertEqual(st[field].split(), [str(uid)] * 4, (field, st[field]))
+        self.assertNotEqual(os.readlink("/proc/%d/ns/user" % fronts[0]), os.readlink("/proc/self/ns/user"))
         self.assertEqual(st["Groups"].strip(), "")
         for field in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"):
             self.assertEqual(int(st[field], 16), 0, (field, st[field]))

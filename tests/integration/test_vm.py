@@ -137,7 +137,7 @@ class VmTest(unittest.TestCase):
 
     def check_vmm_credentials(self, pids):
         # QEMU and its reaper: one host uid, no capability, in a user namespace of their own
-        # that maps that uid and nothing else (the broker wrote it: userns_map, shape vmm).
+        # that maps that uid and nothing else (the broker wrote it: userns_map, shape one_id).
         host_userns = os.readlink("/proc/self/ns/user")
         for pid in pids:
             try:

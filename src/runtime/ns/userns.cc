@@ -25,7 +25,7 @@ std::string UidMapText(IdMapShape shape, uint32_t uid_base) {
 
 std::string GidMapText(IdMapShape shape, uint32_t uid_base, gid_t kvm_gid) {
   std::string map = UidMapText(shape, uid_base);
-  if (shape == IdMapShape::kVmm && kvm_gid != 0) {
+  if (shape == IdMapShape::kOneId && kvm_gid != 0) {
     map += std::to_string(kvm_gid) + " " + std::to_string(kvm_gid) + " 1\n";
   }
   return map;

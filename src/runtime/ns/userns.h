@@ -23,8 +23,9 @@ enum class IdMapShape {
   // "0 uid_base 65536" for uids and gids: a sandbox, root inside.
   kSandbox,
   // "uid_base uid_base 1" for uids and gids (plus "kvm kvm 1" for gids when a kvm group is
-  // given): a VMM keeps its host ids and can become nothing else; uid 0 has no mapping.
-  kVmm,
+  // given): one process that keeps a host id of its own and can become nothing else (a VMM,
+  // the API front, the gateway worker); uid 0 has no mapping.
+  kOneId,
 };
 std::string UidMapText(IdMapShape shape, uint32_t uid_base);
 std::string GidMapText(IdMapShape shape, uint32_t uid_base, gid_t kvm_gid);

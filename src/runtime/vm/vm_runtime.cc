@@ -231,7 +231,7 @@ struct ChildPlan {
     if (::mount("tmpfs", dir, "tmpfs", kNoDevExec, "size=64k,mode=0755") != 0) ChildFail(p, 11);
   }
   gid_t groups[1] = {p.kvm_gid};
-  // The ids are the user namespace's, mapped to the same host ids (ns::IdMapShape::kVmm): the
+  // The ids are the user namespace's, mapped to the same host ids (ns::IdMapShape::kOneId): the
   // capabilities that allow these calls are held in that namespace only. Raw syscalls: after
   // a raw clone glibc still believes the node's threads are ours, and its wrappers would try
   // to broadcast the credential change to them.
@@ -695,7 +695,7 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   }
   // Its ids before it needs them: the child waits for go before it makes any namespace or mount.
   if (Status st = ns::MapIds({.pidfd = vm->pidfd.get(), .pid = pid, .uid_base = spec.uid_base,
-                              .shape = ns::IdMapShape::kVmm, .kvm_gid = p.kvm_group ? p.kvm_gid : 0});
+                              .shape = ns::IdMapShape::kOneId, .kvm_gid = p.kvm_group ? p.kvm_gid : 0});
       !st.ok()) {
     kill_child();
     return st;
