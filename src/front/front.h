@@ -19,7 +19,8 @@
 
 namespace space::front {
 
-// The front's identity: nobody/nogroup on Debian.
+// The identity a front started as root takes (nobody/nogroup on Debian). The node's fronts
+// start as a uid slot of their own instead (front_process.h, HelperUser) and keep it.
 inline constexpr uid_t kFrontUid = 65534;
 inline constexpr gid_t kFrontGid = 65534;
 
