@@ -97,23 +97,10 @@ Status DieWithNode(pid_t node_pid) {
 
 }  // namespace
 
-Status DropGatewayPrivileges(uid_t uid) {
-  if (::geteuid() != 0) {
-    // Started as `uid` in a user namespace of its own (common/helper_spawn.h HelperUser):
-    // nothing to drop but what exec left, which must be nothing.
-    if (::getuid() != uid || ::getgid() != static_cast<gid_t>(uid)) {
-      return PermissionDenied("gateway worker runs as " + std::to_string(::getuid()) + ", not " + std::to_string(uid));
-    }
-    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2] = {};
-    if (::syscall(SYS_capget, &header, data) != 0) return ErrnoStatus("capget", "self", errno);
-    for (const auto& d : data) {
-      if (d.effective || d.permitted || d.inheritable) return Internal("gateway worker started with capabilities");
-    }
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_NO_NEW_PRIVS", errno);
-    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_DUMPABLE", errno);
-    return Status::Ok();
-  }
+namespace {
+
+// Becomes `uid` (every uid and gid, no groups, the bounding and ambient sets emptied), from root.
+Status BecomeWorkerUid(uid_t uid) {
   if (uid < kMinWorkerUid || uid == static_cast<uid_t>(-1)) {
     return InvalidArgument("gateway worker uid " + std::to_string(uid) + " is a system id");
   }
@@ -133,11 +120,24 @@ Status DropGatewayPrivileges(uid_t uid) {
   // Leaving uid 0 for a non-zero uid clears the permitted and effective sets.
   if (::setresuid(uid, uid, uid) != 0) return ErrnoStatus("setresuid", std::to_string(uid), errno);
   if (::setuid(0) == 0) return Internal("could regain root after dropping it");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DropGatewayPrivileges(uid_t uid) {
+  if (::geteuid() == 0) {
+    RETURN_IF_ERROR(BecomeWorkerUid(uid));
+  } else if (::getuid() != uid || ::getgid() != static_cast<gid_t>(uid)) {
+    // Started as `uid` in a user namespace of its own (common/helper_spawn.h HelperUser):
+    // nothing to drop but what exec left, which the check below wants empty.
+    return PermissionDenied("gateway worker runs as " + std::to_string(::getuid()) + ", not " + std::to_string(uid));
+  }
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
   if (::syscall(SYS_capget, &header, data) != 0) return ErrnoStatus("capget", "self", errno);
   for (const auto& d : data) {
-    if (d.effective || d.permitted || d.inheritable) return Internal("capabilities left after dropping root");
+    if (d.effective || d.permitted || d.inheritable) return Internal("gateway worker holds capabilities");
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_NO_NEW_PRIVS", errno);
   // Nothing else of its uid may ptrace it or read its memory (secrets pass through): no
