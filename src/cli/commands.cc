@@ -21,6 +21,7 @@
 #include "cli/fleet_commands.h"
 #include "common/syscall.h"
 #include "gateway/worker.h"
+#include "node/build_jail.h"
 
 namespace space::cli {
 namespace {
@@ -144,6 +145,7 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "gateway-worker") return RunGatewayWorkerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "broker") return RunBrokerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "api-front") return RunFrontCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "build-jail") return node::BuildJailMain(argc, argv);
   CLI::App app{"SPACE: sandboxes for agentic code execution"};
   app.require_subcommand(1);
   bool json = false;

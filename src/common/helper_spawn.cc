@@ -27,7 +27,10 @@ Result<pid_t> SpawnHelper(const HelperSpec& spec) {
     if (from < 0 || to < 3 || to >= 10) return InvalidArgument("helper: descriptor numbers out of range");
   }
   const bool own_user = static_cast<bool>(spec.user.map_ids);
-  if (own_user && spec.user.uid == 0) return InvalidArgument("helper: a user namespace of its own needs a uid other than 0");
+  const bool ns_root = own_user && spec.user.root_in_namespace;
+  if (own_user && !ns_root && spec.user.uid == 0) {
+    return InvalidArgument("helper: a user namespace of its own needs a uid other than 0");
+  }
   UniqueFd go_r, go_w;
   if (own_user) {
     int go[2];
@@ -50,7 +53,7 @@ Result<pid_t> SpawnHelper(const HelperSpec& spec) {
   for (const auto& fd : spec.fds) keep[nkeep++] = fd.second;
   const pid_t parent = ::getpid();
   const int go_fd = go_r.get();
-  const uid_t uid = spec.user.uid;
+  const uid_t uid = ns_root ? 0 : spec.user.uid;
   const int exe_fd = spec.exe_fd;
   int pidfd = -1;
   pid_t pid;
@@ -80,8 +83,9 @@ Result<pid_t> SpawnHelper(const HelperSpec& spec) {
       char go = 0;
       if (::read(go_fd, &go, 1) != 1) ::_exit(125);
       // The bounding set, while this process still holds CAP_SETPCAP (in its namespace): after
-      // exec it could not, and a full one would show as if privilege remained.
-      for (int cap = 0; cap < 64; ++cap) {
+      // exec it could not, and a full one would show as if privilege remained. A namespace
+      // root keeps it: its capabilities reach only its own namespaces and its mapped ids.
+      for (int cap = 0; cap < 64 && !ns_root; ++cap) {
         if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) ::_exit(123);
       }
       if (::syscall(SYS_setgroups, 0, nullptr) != 0 || ::syscall(SYS_setresgid, uid, uid, uid) != 0 ||

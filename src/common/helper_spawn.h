@@ -22,8 +22,14 @@ namespace space {
 // child waits, and becomes `uid` (gid the same, no groups) before exec, with capabilities it
 // holds in that namespace only. After exec it holds none anywhere. So the spawner needs
 // neither CAP_SETUID nor CAP_SETGID.
+//
+// With `root_in_namespace`, the helper instead becomes uid and gid 0 *of its namespace* and
+// keeps the capabilities it holds there, across exec too (a build tool that chroots, chowns
+// and mounts proc: node/build_jail.h). `map_ids` must then map 0 to an unprivileged host id
+// (shape kSandbox); `uid` is unused.
 struct HelperUser {
   uid_t uid = 0;
+  bool root_in_namespace = false;
   std::function<Status(int pidfd, pid_t pid)> map_ids;
 };
 

@@ -184,7 +184,7 @@ Status GatewayProcess::SpawnWorker() {
   for (const char* name : {"SSL_CERT_FILE", "SSL_CERT_DIR"}) {
     if (const char* v = ::getenv(name)) spec.env.push_back(std::string(name) + "=" + v);
   }
-  if (hooks_.map_ids) spec.user = HelperUser{worker_uid_, hooks_.map_ids};
+  if (hooks_.map_ids) spec.user = HelperUser{.uid = worker_uid_, .map_ids = hooks_.map_ids};
   Result<pid_t> spawned = SpawnHelper(spec);
   if (!spawned.ok()) return spawned.status().Annotate("gateway worker");
   const pid_t pid = *spawned;

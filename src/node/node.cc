@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "common/syscall.h"
+#include "node/build_jail.h"
 #include "node/live.h"
 #include "runtime/vm/vm_runtime.h"
 
@@ -41,6 +42,10 @@ std::string Fnv1aHex(const std::string& s) {
 
 bool IsBuiltinTemplate(const std::string& name) { return name == "base" || name == "busybox"; }
 
+// The uid slot a template build prefers (any free one when taken): clear of sandboxes' low
+// slots, the gateway workers' (kMaxSlots-1-net_slot) and the API front's (kMaxSlots-201).
+constexpr int64_t kBuildUidSlot = HostSlots::kMaxSlots - 202;
+
 }  // namespace
 
 Node::Node(const NodeConfig& config, store::Store* store)
@@ -58,6 +63,16 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   pc.data_dir = config.data_dir;
   pc.force_overlay = config.force_overlay;
   pc.loop_image_bytes = config.loop_image_bytes;
+  // debootstrap and the packages' scripts run in the build jail, as root of a user namespace
+  // on a uid slot leased per build: never with the node's privileges.
+  pc.build_runner = [n = node.get()](const std::string& dir, const storage::ToolArgv& argv,
+                                     const storage::ProgressFn& on_line) {
+    BuildJailConfig jail;
+    jail.acquire_slot = [n] { return n->uid_slots_.Acquire(kBuildUidSlot); };
+    jail.release_slot = [n](int64_t slot) { n->uid_slots_.Release(slot); };
+    jail.run_dir = HostRunDir();
+    return RunInBuildJail(jail, dir, argv, on_line);
+  };
   ASSIGN_OR_RETURN(node->pool_, storage::Pool::Open(pc));
   runtime::RuntimeConfig rc;
   // Scratch dirs live on tmpfs (mkdir on ext4 costs milliseconds on the create path); the name

@@ -1,6 +1,5 @@
 #include "storage/debootstrap.h"
 
-#include <sys/mount.h>
 
 #include <cctype>
 #include <map>
@@ -120,31 +119,8 @@ Result<std::string> FindHostDebianMirror(const std::string& suite) {
   return FindDebianMirror(sources, suite);
 }
 
-Status RunDebootstrap(const std::string& target, const std::string& mirror, const ProgressFn& progress) {
-  // The pool is mounted nodev, yet debootstrap mknods dev/null & co. in the target and its
-  // maintainer scripts open them inside the chroot. Build through a private bind mount of the
-  // target that keeps nosuid but drops nodev; it is detached (with anything debootstrap
-  // mounted below it, e.g. proc) before the tree is sealed.
-  if (::mount(target.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-    return ErrnoStatus("mount --bind", target, errno);
-  }
-  Status st;
-  if (::mount(nullptr, target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_NOSUID, nullptr) != 0) {
-    st = ErrnoStatus("mount -o remount,bind,nosuid", target, errno);
-  } else {
-    ProcessSpec spec;
-    spec.argv = {kDebootstrap, "--variant=minbase", std::string("--include=") + kPackages, "bookworm", target, mirror};
-    if (progress) progress("debootstrap bookworm from " + mirror);
-    st = RunProcess(spec, [&](const std::string& line) {
-      if (progress) progress(line);
-    });
-  }
-  if (::umount2(target.c_str(), MNT_DETACH) != 0) {
-    Status u = ErrnoStatus("umount2", target, errno);
-    LogError("storage", u.ToString());
-    if (st.ok()) st = u;
-  }
-  return st;
+std::vector<std::string> DebootstrapArgv(const std::string& target, const std::string& mirror) {
+  return {kDebootstrap, "--variant=minbase", std::string("--include=") + kPackages, "bookworm", target, mirror};
 }
 
 }  // namespace space::storage

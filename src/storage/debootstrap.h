@@ -21,8 +21,8 @@ Result<std::string> FindDebianMirror(const std::vector<AptSource>& sources, cons
 // Same over /etc/apt/sources.list then /etc/apt/sources.list.d/* (sorted).
 Result<std::string> FindHostDebianMirror(const std::string& suite);
 
-// debootstrap --variant=minbase --include=... bookworm <target> <mirror>, streaming its
-// output to `progress`. `target` must be an existing empty directory.
-Status RunDebootstrap(const std::string& target, const std::string& mirror, const ProgressFn& progress);
+// debootstrap --variant=minbase --include=... bookworm <target> <mirror>: the command line
+// that builds "base" into `target`, an existing directory. Run through a ToolRunner (pool.h).
+std::vector<std::string> DebootstrapArgv(const std::string& target, const std::string& mirror);
 
 }  // namespace space::storage

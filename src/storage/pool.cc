@@ -37,14 +37,15 @@ using TreeBuilder = std::function<Status(const std::string& dir, const ProgressF
 
 class PoolImpl final : public Pool {
  public:
-  PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota)
+  PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota, ToolRunner build_runner)
       : pool_dir_(pool_dir),
         btrfs_quota_(btrfs_quota),
         templates_dir_(pool_dir + "/templates"),
         sandboxes_dir_(pool_dir + "/sandboxes"),
         snapshots_dir_(pool_dir + "/snapshots"),
         index_path_(templates_dir_ + "/index.json"),
-        backend_(std::move(backend)) {}
+        backend_(std::move(backend)),
+        build_runner_(std::move(build_runner)) {}
 
   void CheckDiskAccounting() override {
     if (!btrfs_quota_) return;
@@ -87,7 +88,11 @@ class PoolImpl final : public Pool {
     RETURN_IF_ERROR(ValidateTemplateName(name));
     TreeBuilder builder;
     if (name == "busybox") builder = BuildBusyboxTree;
-    if (name == "base") builder = BuildBaseTree;
+    if (name == "base") {
+      builder = [this](const std::string& dir, const ProgressFn& progress) {
+        return BuildBaseTree(dir, build_runner_, progress);
+      };
+    }
     // Serialized: two concurrent Ensure("base") build once; the second finds the first's.
     std::lock_guard<std::mutex> build(build_mu_);
     Result<TemplateInfo> existing = GetTemplate(name);
@@ -355,6 +360,7 @@ class PoolImpl final : public Pool {
   const std::string snapshots_dir_;
   const std::string index_path_;
   const std::unique_ptr<Backend> backend_;
+  const ToolRunner build_runner_;
   std::mutex build_mu_;  // held for a whole template build
   std::mutex index_mu_;  // guards index.json read-modify-write
   std::mutex rollback_mu_;  // held for a whole ReplaceRootFromSnapshot
@@ -365,7 +371,8 @@ class PoolImpl final : public Pool {
 Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
   ASSIGN_OR_RETURN(PoolMount m, MountPool(config));
   std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
-  auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled);
+  auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled,
+                                         config.build_runner);
   RETURN_IF_ERROR(pool->Recover());
   LogInfo(kLog, "pool " + m.pool_dir + " open, kind " + pool->kind() +
                     (m.btrfs ? (m.quota_enabled ? ", quotas on" : ", quotas OFF") : ", disk limits not enforced"));

@@ -35,10 +35,20 @@ struct TemplateInfo {
 // Progress of long work (template builds), one human-readable line per call.
 using ProgressFn = std::function<void(const std::string& line)>;
 
+// Runs a template's build tool (debootstrap) over the tree being built at `tree_dir`:
+// `argv(target)` is the tool's command line when it sees that tree at `target`; every line it
+// prints goes to `on_line`. The node's runner starts it in a user namespace of its own, as
+// root there only (node/build_jail.h), so neither the tool nor the packages' maintainer
+// scripts hold a host privilege.
+using ToolArgv = std::function<std::vector<std::string>(const std::string& target)>;
+using ToolRunner =
+    std::function<Status(const std::string& tree_dir, const ToolArgv& argv, const ProgressFn& on_line)>;
+
 struct PoolConfig {
   std::string data_dir;                        // e.g. /var/lib/space
   uint64_t loop_image_bytes = 64ull << 30;     // sparse size of pool.img when the host is not btrfs
   bool force_overlay = false;                  // skip btrfs (tests of the fallback)
+  ToolRunner build_runner;                     // builds "base"; empty: "base" cannot be built
 };
 
 class Pool {

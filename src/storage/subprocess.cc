@@ -19,20 +19,6 @@ namespace {
 constexpr size_t kTailLines = 12;
 constexpr size_t kMaxLineBytes = 4096;
 
-std::vector<std::string> BuildEnv(const ProcessSpec& spec) {
-  std::vector<std::string> env = {
-      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-      "LC_ALL=C",
-      "DEBIAN_FRONTEND=noninteractive",
-  };
-  // Package mirrors are often reachable only through the host's proxy.
-  for (const char* name : {"http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"}) {
-    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
-  }
-  env.insert(env.end(), spec.env.begin(), spec.env.end());
-  return env;
-}
-
 std::vector<char*> CStrings(std::vector<std::string>& v) {
   std::vector<char*> out;
   out.reserve(v.size() + 1);
@@ -68,12 +54,26 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 
 }  // namespace
 
+std::vector<std::string> ToolEnvironment(const std::vector<std::string>& extra) {
+  std::vector<std::string> env = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "LC_ALL=C",
+      "DEBIAN_FRONTEND=noninteractive",
+  };
+  // Package mirrors are often reachable only through the host's proxy.
+  for (const char* name : {"http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"}) {
+    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
 Status RunProcess(const ProcessSpec& spec, const LineFn& on_line) {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
     return InvalidArgument("run: argv[0] must be an absolute path");
   }
   std::vector<std::string> argv_s = spec.argv;
-  std::vector<std::string> env_s = BuildEnv(spec);
+  std::vector<std::string> env_s = ToolEnvironment(spec.env);
   std::vector<char*> argv = CStrings(argv_s);
   std::vector<char*> envp = CStrings(env_s);
   const std::string& prog = spec.argv[0];
@@ -91,6 +91,16 @@ Status RunProcess(const ProcessSpec& spec, const LineFn& on_line) {
   out_w.reset();
   rep_w.reset();
 
+  int exec_err = 0;
+  Status st = CollectOutput(out_r.get(), pid, prog, on_line);
+  if (RetryEintr([&] { return ::read(rep_r.get(), &exec_err, sizeof exec_err); }) ==
+      static_cast<ssize_t>(sizeof exec_err)) {
+    return ErrnoStatus("exec", prog, exec_err);
+  }
+  return st;
+}
+
+Status CollectOutput(int out_fd, pid_t pid, const std::string& prog, const LineFn& on_line) {
   std::deque<std::string> tail;
   std::string partial;
   auto emit = [&](std::string line) {
@@ -101,7 +111,7 @@ Status RunProcess(const ProcessSpec& spec, const LineFn& on_line) {
   };
   char buf[8192];
   for (;;) {
-    ssize_t n = RetryEintr([&] { return ::read(out_r.get(), buf, sizeof buf); });
+    ssize_t n = RetryEintr([&] { return ::read(out_fd, buf, sizeof buf); });
     if (n < 0) break;  // Still reap the child below; the read error is not worth more.
     if (n == 0) break;
     for (ssize_t i = 0; i < n; ++i) {
@@ -118,11 +128,6 @@ Status RunProcess(const ProcessSpec& spec, const LineFn& on_line) {
   int status = 0;
   if (RetryEintr([&] { return ::waitpid(pid, &status, 0); }) < 0) return ErrnoStatus("waitpid", prog, errno);
 
-  int exec_err = 0;
-  if (RetryEintr([&] { return ::read(rep_r.get(), &exec_err, sizeof exec_err); }) ==
-      static_cast<ssize_t>(sizeof exec_err)) {
-    return ErrnoStatus("exec", prog, exec_err);
-  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
 
   std::string why = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))

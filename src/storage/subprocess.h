@@ -3,6 +3,8 @@
 // Stateless and thread-safe; fork() in the child is followed only by async-signal-safe calls.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,5 +25,13 @@ using LineFn = std::function<void(const std::string& line)>;
 // Runs the program and waits for it. OK only on exit status 0; otherwise the error names the
 // program, the exit status or signal, and the last lines it printed.
 Status RunProcess(const ProcessSpec& spec, const LineFn& on_line);
+
+// The environment RunProcess gives a program: the fixed entries, the host's proxy variables,
+// then `extra`.
+std::vector<std::string> ToolEnvironment(const std::vector<std::string>& extra);
+
+// Reads `out_fd` line by line to `on_line` until EOF, then reaps child `pid`. The same verdict
+// as RunProcess, naming `prog`. For programs started another way (node/build_jail.h).
+Status CollectOutput(int out_fd, pid_t pid, const std::string& prog, const LineFn& on_line);
 
 }  // namespace space::storage

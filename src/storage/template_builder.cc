@@ -142,7 +142,8 @@ Status BuildBusyboxTree(const std::string& dir, const ProgressFn& progress) {
   return Status::Ok();
 }
 
-Status BuildBaseTree(const std::string& dir, const ProgressFn& progress) {
+Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const ProgressFn& progress) {
+  if (!runner) return Unavailable("building base needs the node's build jail (node/build_jail.h)");
   ASSIGN_OR_RETURN(std::string mirror, FindHostDebianMirror("bookworm"));
   UniqueFd root;
   RETURN_IF_ERROR(OpenRoot(dir, &root));
@@ -152,7 +153,8 @@ Status BuildBaseTree(const std::string& dir, const ProgressFn& progress) {
   for (const char* d : {"etc", "etc/dpkg", "etc/dpkg/dpkg.cfg.d"}) RETURN_IF_ERROR(MakeDirAt(root.get(), d, 0755));
   RETURN_IF_ERROR(WriteAt(root.get(), kUnsafeIoConf, "force-unsafe-io\n", 0644, /*append=*/false));
   int64_t start = MonoNowNs();
-  RETURN_IF_ERROR(RunDebootstrap(dir, mirror, progress));
+  Report(progress, "debootstrap bookworm from " + mirror);
+  RETURN_IF_ERROR(runner(dir, [&](const std::string& target) { return DebootstrapArgv(target, mirror); }, progress));
   Report(progress, "debootstrap finished in " + std::to_string((MonoNowNs() - start) / 1000000000) + " s");
   if (::unlinkat(root.get(), kUnsafeIoConf, 0) != 0) return ErrnoStatus("unlinkat", kUnsafeIoConf, errno);
 

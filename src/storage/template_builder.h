@@ -18,7 +18,8 @@ Status BuildBusyboxTree(const std::string& dir, const ProgressFn& progress);
 
 // Debian 12 minbase + python3, ca-certificates, curl, git, then the same account/dirs
 // conventions as busybox (user 1000 with /bin/bash) and without apt's .deb cache.
-Status BuildBaseTree(const std::string& dir, const ProgressFn& progress);
+// debootstrap runs through `runner` (unavailable when it is empty).
+Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const ProgressFn& progress);
 
 // Copies a directory (cp -a --reflink=auto) or extracts a tarball (any compression tar
 // detects, numeric owners) into `dir`.

@@ -1,0 +1,185 @@
+#include "node/build_jail.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "common/datagram.h"
+#include "common/helper_spawn.h"
+#include "common/host_slots.h"
+#include "common/kill_child.h"
+#include "common/syscall.h"
+#include "common/unique_fd.h"
+#include "runtime/ns/mounts.h"
+#include "runtime/ns/userns.h"
+#include "storage/subprocess.h"
+
+extern char** environ;
+
+namespace space::node {
+namespace {
+
+constexpr DatagramLimits kChannel = {64, 1, "build jail channel"};
+// Bound from the host onto empty files; dev/console stays an empty file.
+constexpr const char* kBoundDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+// <run_dir>/build-<slot>: a plain directory (made here, never a link someone left).
+Status EnsureMountPoint(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", path, errno);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("lstat", path, errno);
+  if (!S_ISDIR(st.st_mode) || st.st_uid != 0) return Internal(path + " is not a root-owned directory");
+  return Status::Ok();
+}
+
+// The jail's side, before the tool runs: an error message, or empty.
+std::string EnterJail(int ctl_fd, const std::string& target) {
+  Result<Datagram> d = ReceiveDatagram(ctl_fd, kChannel);
+  if (!d.ok()) return "receiving the tree: " + d.status().ToString();
+  if (d->fds.size() != 1 || d->bytes != "tree") return "receiving the tree: unexpected message";
+  // Its own mount namespace (the tree and the device binds vanish with it) and PID namespace
+  // (proc mounts work, and the tool's processes end with it).
+  if (::unshare(CLONE_NEWNS | CLONE_NEWPID) != 0) return std::string("unshare: ") + std::strerror(errno);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return std::string("mount --make-rprivate /: ") + std::strerror(errno);
+  }
+  if (::syscall(SYS_move_mount, d->fds[0].get(), "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    return "move_mount " + target + ": " + std::strerror(errno);
+  }
+  const std::string dev = target + "/dev";
+  if (::mkdir(dev.c_str(), 0755) != 0 && errno != EEXIST) return "mkdir " + dev + ": " + std::strerror(errno);
+  for (const char* name : kBoundDevices) {
+    const std::string path = dev + "/" + name;
+    UniqueFd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!f) return "create " + path + ": " + std::strerror(errno);
+    if (::mount(("/dev/" + std::string(name)).c_str(), path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      return "bind /dev/" + std::string(name) + ": " + std::strerror(errno);
+    }
+  }
+  const std::string console = dev + "/console";
+  UniqueFd c(::open(console.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!c) return "create " + console + ": " + std::strerror(errno);
+  return "";
+}
+
+}  // namespace
+
+Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir, const storage::ToolArgv& tool_argv,
+                      const storage::ProgressFn& on_line) {
+  ASSIGN_OR_RETURN(UniqueFd tree, OpenFd(tree_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  ASSIGN_OR_RETURN(int64_t slot, config.acquire_slot());
+  struct Lease {
+    const BuildJailConfig& c;
+    int64_t slot;
+    ~Lease() { c.release_slot(slot); }
+  } lease{config, slot};
+  const uint32_t uid_base = HostSlots::UidBase(slot);
+  const std::string target = config.run_dir + "/build-" + std::to_string(slot);
+  RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
+  RETURN_IF_ERROR(EnsureMountPoint(target));
+  const std::vector<std::string> argv = tool_argv(target);
+  if (argv.empty() || argv[0].empty() || argv[0][0] != '/') return InvalidArgument("build jail: argv[0] must be an absolute path");
+
+  int sp[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return ErrnoStatus("socketpair", "build jail", errno);
+  UniqueFd ctl(sp[0]), ctl_child(sp[1]);
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "build jail", errno);
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  UniqueFd exe(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+  if (!exe) return ErrnoStatus("open", "/proc/self/exe", errno);
+
+  HelperSpec spec;
+  spec.args = {"space", "build-jail", "--ctl-fd", "3", "--out-fd", "4", "--target", target, "--"};
+  spec.args.insert(spec.args.end(), argv.begin(), argv.end());
+  spec.fds = {{ctl_child.get(), 3}, {out_w.get(), 4}};
+  spec.exe_fd = exe.get();
+  for (auto& e : storage::ToolEnvironment({})) {
+    if (e.rfind("PATH=", 0) != 0) spec.env.push_back(std::move(e));  // SpawnHelper sets PATH
+  }
+  // How tools learn that they run in a container that cannot mknod: debootstrap then skips
+  // its mknod test of the target and keeps the device files the jail bound.
+  spec.env.push_back("container=lxc");
+  spec.user.root_in_namespace = true;
+  spec.user.map_ids = [uid_base](int pidfd, pid_t pid) {
+    return runtime::ns::MapIds({.pidfd = pidfd, .pid = pid, .uid_base = uid_base, .shape = runtime::ns::IdMapShape::kSandbox});
+  };
+  ASSIGN_OR_RETURN(pid_t pid, SpawnHelper(spec));
+  ctl_child.reset();
+  out_w.reset();
+  auto give_up = [pid](Status st) {
+    (void)KillChildPid(pid);
+    (void)RetryEintr([&] { return ::waitpid(pid, nullptr, 0); });
+    return st;
+  };
+  // The idmapped tree, as for a sandbox's root (runtime/ns/mounts.h): nosuid, nodev.
+  Result<UniqueFd> userns = runtime::ns::OpenUserNs(pid);
+  if (!userns.ok()) return give_up(userns.status());
+  Result<UniqueFd> mount = runtime::ns::MakeIdmappedRoot(tree.get(), userns->get());
+  if (!mount.ok()) return give_up(mount.status());
+  if (Status st = SendDatagram(ctl.get(), "tree", {mount->get()}, kChannel); !st.ok()) return give_up(st);
+  mount->reset();
+  return storage::CollectOutput(out_r.get(), pid, argv[0] + " (build jail)", on_line);
+}
+
+int BuildJailMain(int argc, char** argv) {
+  long ctl_fd = -1, out_fd = -1;
+  std::string target;
+  int i = 2;
+  for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--ctl-fd") ctl_fd = std::strtol(argv[i + 1], nullptr, 10);
+    else if (flag == "--out-fd") out_fd = std::strtol(argv[i + 1], nullptr, 10);
+    else if (flag == "--target") target = argv[i + 1];
+    else break;
+  }
+  if (ctl_fd < 3 || out_fd < 3 || ctl_fd == out_fd || target.empty() || target[0] != '/' || i >= argc ||
+      std::strcmp(argv[i], "--") != 0 || i + 1 >= argc || argv[i + 1][0] != '/') {
+    std::fprintf(stderr, "space build-jail: started by the node only (--ctl-fd N --out-fd M --target DIR -- PROGRAM ...)\n");
+    return 2;
+  }
+  char** tool = argv + i + 1;
+  int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(static_cast<int>(out_fd), 1) < 0 ||
+      ::dup2(static_cast<int>(out_fd), 2) < 0) {
+    return 125;
+  }
+  ::close(null_fd);
+  ::close(static_cast<int>(out_fd));
+  std::string err = EnterJail(static_cast<int>(ctl_fd), target);
+  ::close(static_cast<int>(ctl_fd));
+  if (!err.empty()) {
+    std::fprintf(stderr, "space build-jail: %s\n", err.c_str());
+    return 125;
+  }
+  std::fflush(nullptr);
+  pid_t pid = ::fork();  // pid 1 of the new PID namespace
+  if (pid < 0) {
+    std::fprintf(stderr, "space build-jail: fork: %s\n", std::strerror(errno));
+    return 125;
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // this process ends: the whole namespace ends
+    ::execve(tool[0], tool, environ);
+    std::fprintf(stderr, "space build-jail: exec %s: %s\n", tool[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (RetryEintr([&] { return ::waitpid(pid, &status, 0); }) < 0) return 125;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
+
+}  // namespace space::node

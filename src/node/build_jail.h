@@ -1,0 +1,44 @@
+// The build jail: where the node runs a template's build tool (debootstrap for "base"), so
+// that neither the tool nor the maintainer scripts of the packages it installs (code from a
+// package mirror) hold any host privilege.
+//
+// The tool runs as root of a user namespace of its own that the root broker maps to a uid
+// slot leased for the build ("0 <base> 65536", the shape of a sandbox), inside a mount and a
+// PID namespace of its own. It sees the tree being built through an idmapped mount of it,
+// made exactly as a sandbox's root is, at <run_dir>/build-<slot>: its files land on disk owned
+// by ids 0..65535 like every template's. Everything else of the host it sees as an
+// unprivileged user would; it keeps the host's network, since debootstrap downloads.
+//
+// Device nodes: mknod is refused in a user namespace, so the jail binds the host's
+// /dev/{null,zero,full,random,urandom,tty} onto empty files in the tree's dev/ and leaves an
+// empty dev/console (debootstrap skips nodes that exist). Those empty files stay in the
+// template, where every runtime mounts its own /dev over them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/result.h"
+#include "storage/pool.h"
+
+namespace space::node {
+
+struct BuildJailConfig {
+  std::function<Result<int64_t>()> acquire_slot;  // a uid slot leased for one build
+  std::function<void(int64_t)> release_slot;
+  std::string run_dir;                            // the mount point's parent: /run/space (0711 or 0755)
+};
+
+// A storage::ToolRunner: runs `argv(<run_dir>/build-<slot>)` in the jail over `tree_dir`,
+// its output lines to `on_line`; OK only on exit status 0.
+Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir, const storage::ToolArgv& argv,
+                      const storage::ProgressFn& on_line);
+
+// The jail's own side, `space build-jail --ctl-fd 3 --out-fd 4 --target T -- PROGRAM ARGS...`,
+// started only by RunInBuildJail: takes the idmapped tree from the ctl socket, mounts it at
+// T in a fresh mount namespace, binds the device files and runs PROGRAM as pid 1 of a fresh
+// PID namespace. Returns the exit code.
+int BuildJailMain(int argc, char** argv);
+
+}  // namespace space::node
