@@ -1,6 +1,8 @@
 #include "broker/broker.h"
 
 #include <fcntl.h>
+#include <linux/mount.h>
+#include <limits.h>
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <sched.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -25,6 +28,7 @@
 #include "network/firewall.h"
 #include "network/netlink.h"
 #include "runtime/ns/cgroup.h"
+#include "storage/btrfs.h"
 
 namespace space::broker {
 namespace {
@@ -73,6 +77,15 @@ Result<UniqueFd> OpenAt(int dir, const char* name, int flags) {
   return fd;
 }
 
+constexpr uint64_t kIdmapCloneFlags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH;
+
+bool AllOf(std::string_view s, size_t min, size_t max, bool (*ok)(char)) {
+  if (s.size() < min || s.size() > max) return false;
+  return std::all_of(s.begin(), s.end(), ok);
+}
+bool IsIdChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+bool IsHexChar(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
 // One write(): the kernel takes an id map only whole, and only once.
 Status WriteMap(int proc_dir, const char* name, const std::string& map) {
   ASSIGN_OR_RETURN(UniqueFd fd, OpenAt(proc_dir, name, O_WRONLY | O_NOFOLLOW));
@@ -99,7 +112,7 @@ Status CheckKvmGroup(int64_t kvm_gid) {
 constexpr const char* kRefusedSyscalls[] = {
     "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
     "mount", "umount2", "pivot_root", "chroot", "unshare",
-    "fsopen", "fsmount", "fsconfig", "fspick", "open_tree", "move_mount", "mount_setattr",
+    "fsopen", "fsmount", "fsconfig", "fspick", "move_mount",
     "pidfd_open", "pidfd_getfd", "tkill", "mknod", "mknodat",
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "capset",
 };
@@ -119,10 +132,40 @@ Status LoadBrokerSeccomp() {
   // children by pidfd (kill_child); every other signal only to itself.
   list.signals_only_to_self = false;
   const auto self = static_cast<uint64_t>(::getpid());
-  list.arg_must_equal = {{"setns", 1, CLONE_NEWNET},          {"pidfd_send_signal", 1, SIGKILL},
+  // open_tree only clones (idmap_tree): a detached copy it hands over, never attaches
+  // (move_mount stays refused), so mount_setattr can only ever change such a copy.
+  list.arg_must_equal = {{"open_tree", 2, kIdmapCloneFlags},   {"setns", 1, CLONE_NEWNET},
+                         {"pidfd_send_signal", 1, SIGKILL},
                          {"kill", 1, SIGKILL},                {"tgkill", 0, self},
                          {"rt_sigqueueinfo", 0, self},        {"rt_tgsigqueueinfo", 0, self}};
   return LoadDenyList(list);
+}
+
+bool IsIdmappablePoolPath(const std::string& pool, const std::string& path) {
+  if (pool.size() < 2 || pool[0] != '/' || path.size() <= pool.size() + 1 || path.compare(0, pool.size(), pool) != 0 ||
+      path[pool.size()] != '/') {
+    return false;
+  }
+  std::string_view rest = std::string_view(path).substr(pool.size() + 1);
+  if (rest.rfind("sandboxes/", 0) == 0) {
+    rest.remove_prefix(10);
+    size_t slash = rest.find('/');
+    std::string_view id = rest.substr(0, slash);
+    return AllOf(id, 1, kMaxSandboxIdLen, IsIdChar) && (slash == std::string_view::npos || rest.substr(slash) == "/merged");
+  }
+  if (rest.rfind("templates/tmp-", 0) == 0) return AllOf(rest.substr(14), 16, 16, IsHexChar);
+  return false;
+}
+
+bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path) {
+  return !pool.empty() && (path == pool + "/sandboxes" || path == pool + "/snapshots" || path == pool + "/templates");
+}
+
+bool IsPoolSandboxRoot(const std::string& pool, const std::string& path) {
+  const std::string dir = pool + "/sandboxes/";
+  if (pool.empty() || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0) return false;
+  std::string_view name = std::string_view(path).substr(dir.size());
+  return name != "." && name != ".." && AllOf(name, 1, kMaxSubvolNameLen, [](char c) { return IsIdChar(c) || c == '.'; });
 }
 
 bool IsNodeCgroupName(const std::string& name) {
@@ -169,7 +212,8 @@ Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
 }
 
 Broker::Broker(BrokerConfig config)
-    : cgroup_name_(std::move(config.cgroup_name)),
+    : pool_dir_(std::move(config.pool_dir)),
+      cgroup_name_(std::move(config.cgroup_name)),
       cgroup_root_(std::move(config.cgroup_root)),
       net_slots_(std::move(config.net_lock_dir)),
       uid_leases_(!config.uid_lock_dir.empty()),
@@ -279,6 +323,18 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
       }
       uid_slots_.Release(request.uid_slot);
       return nlohmann::json::object();
+    case Op::kIdmapTree:
+      RETURN_IF_ERROR(NeedUidLease(request.uid_slot, "idmap_tree"));
+      return IdmapTree(request, fds.at(0).get(), fds.at(1).get(), reply_fds);
+    case Op::kSubvolDelete:
+      return SubvolDelete(request, fds.at(0).get());
+    case Op::kQgroupLimit:
+      return QgroupLimit(request, fds.at(0).get());
+    case Op::kQuotaRescan: {
+      if (pool_dir_.empty()) return Conflict("broker: started without a storage pool");
+      ASSIGN_OR_RETURN(bool started, storage::RescanIfInconsistent(pool_dir_));
+      return nlohmann::json{{"started", started}};
+    }
     case Op::kKillChild: {
       // The node's own children only: what it could kill itself if it had kept CAP_KILL for
       // them and nothing else. The signal goes by the pidfd, so never to a reused pid.
@@ -340,6 +396,75 @@ Result<nlohmann::json> Broker::UsernsMap(const Request& request, int pidfd) {
   return nlohmann::json::object();
 }
 
+Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int pidfd,
+                                         std::vector<UniqueFd>* reply_fds) {
+  // Never another host directory: an idmapped clone of one would hand the ownership of its
+  // files to whoever is root of the namespace.
+  ASSIGN_OR_RETURN(std::string path, PoolPathOf(dir_fd, "idmap_tree", IsIdmappablePoolPath));
+  // For whom: a child of the node whose own user namespace, right under the host's, maps root
+  // to exactly this leased slot (so never the VMM's, the front's or the worker's one-id maps).
+  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd, "idmap_tree"));
+  ASSIGN_OR_RETURN(UniqueFd proc, OpenFd("/proc/" + std::to_string(pid), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd userns, OpenAt(proc.get(), "ns/user", O_RDONLY));
+  ASSIGN_OR_RETURN(UniqueFd map_fd, OpenAt(proc.get(), "uid_map", O_RDONLY | O_NOFOLLOW));
+  char map[256];
+  ssize_t m = ::read(map_fd.get(), map, sizeof map - 1);
+  if (m < 0) return ErrnoStatus("read", "uid_map", errno);
+  if (!PidfdAlive(pidfd)) return NotFound("idmap_tree: the process exited");
+  if (!MapsRootToSlot(std::string(map, static_cast<size_t>(m)), request.uid_slot)) {
+    return PermissionDenied("idmap_tree: the process is not root of a namespace of uid slot " +
+                            std::to_string(request.uid_slot));
+  }
+  ASSIGN_OR_RETURN(UniqueFd own, OpenFd("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
+  UniqueFd parent(::ioctl(userns.get(), NS_GET_PARENT));
+  if (!parent.valid() || !SameFile(parent.get(), own.get())) {
+    return PermissionDenied("idmap_tree: the process's user namespace is not a child of the host's");
+  }
+  long tree = ::syscall(SYS_open_tree, dir_fd, "", kIdmapCloneFlags);
+  if (tree < 0) return ErrnoStatus("open_tree", path, errno);
+  UniqueFd clone(static_cast<int>(tree));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+  attr.userns_fd = static_cast<uint64_t>(userns.get());
+  if (::syscall(SYS_mount_setattr, clone.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+    return ErrnoStatus("mount_setattr", "MOUNT_ATTR_IDMAP " + path, errno);
+  }
+  reply_fds->push_back(std::move(clone));
+  return nlohmann::json::object();
+}
+
+Result<std::string> Broker::PoolPathOf(int fd, std::string_view op,
+                                       bool (*allowed)(const std::string& pool, const std::string& path)) {
+  const std::string what(op);
+  if (pool_dir_.empty()) return Conflict("broker: started without a storage pool");
+  // By what the descriptor names now (the inode is what the act will touch), against the
+  // pool's real path.
+  char real[PATH_MAX];
+  if (::realpath(pool_dir_.c_str(), real) == nullptr) return ErrnoStatus("realpath", pool_dir_, errno);
+  char named[PATH_MAX];
+  ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), named, sizeof named - 1);
+  if (n <= 0) return ErrnoStatus("readlink", what + " directory", errno);
+  const std::string path(named, static_cast<size_t>(n));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("fstat", what + " directory", errno);
+  if (!S_ISDIR(st.st_mode) || !allowed(real, path)) {
+    return PermissionDenied(what + ": " + path + " is not a directory it acts on in this node's pool");
+  }
+  return path;
+}
+
+Result<nlohmann::json> Broker::SubvolDelete(const Request& request, int parent_fd) {
+  ASSIGN_OR_RETURN(std::string dir, PoolPathOf(parent_fd, "subvol_delete", IsPoolSubvolumeDir));
+  RETURN_IF_ERROR(storage::DeleteSubvolumeAt(parent_fd, request.name).Annotate(dir));
+  return nlohmann::json::object();
+}
+
+Result<nlohmann::json> Broker::QgroupLimit(const Request& request, int subvol_fd) {
+  ASSIGN_OR_RETURN(std::string root, PoolPathOf(subvol_fd, "qgroup_limit", IsPoolSandboxRoot));
+  RETURN_IF_ERROR(storage::SetExclusiveLimitFd(subvol_fd, static_cast<uint64_t>(request.bytes)).Annotate(root));
+  return nlohmann::json::object();
+}
+
 Result<nlohmann::json> Broker::NetAcquire() {
   if (!net_) {
     // The lowest free slot: a restarted node usually gets its old one back, and takes over
@@ -375,7 +500,7 @@ Result<nlohmann::json> Broker::NetRelease() {
   return nlohmann::json::object();
 }
 
-int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name) {
+int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name, const std::string& pool_dir) {
   UniqueFd sock(fd);
   if (::getppid() != node_pid) {
     LogError("broker", "started by something other than its node; exiting");
@@ -409,7 +534,8 @@ int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name) {
   }
   Broker broker(BrokerConfig{.net_lock_dir = HostRunDir() + "/net-slots",
                              .cgroup_name = cgroup_name,
-                             .uid_lock_dir = HostRunDir() + "/uid-slots"});
+                             .uid_lock_dir = HostRunDir() + "/uid-slots",
+                             .pool_dir = pool_dir});
   return Serve(sock.get(), &broker);
 }
 

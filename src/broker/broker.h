@@ -7,13 +7,19 @@
 // stops; a restart reconciles). Today the broker holds the network family (the node's
 // firewall table, sandbox veths, network namespaces) and the writes to sandbox cgroups
 // (runtime/cgroup_acts.h: create with limits, attach, freeze, kill, remove) and SIGKILL for
-// the node's children (kill_child), and keeps only CAP_NET_ADMIN, CAP_SYS_ADMIN (setns into a
-// sandbox's network namespace), CAP_SYS_PTRACE (open that namespace), CAP_KILL (empty a v1
-// cgroup, kill the node's children) and CAP_SYS_NICE (attach to a v1 cpuset). Storage and launch still run in the node: docs/privilege-inventory.md maps what is
-// left to move.
+// the node's children (kill_child), the id maps of the user namespaces the node's children
+// make (userns_map), and the acts on the storage pool that need CAP_SYS_ADMIN once it is
+// mounted: idmapped clones of sandbox roots and template builds (idmap_tree), subvolume
+// deletes, qgroup limits and quota rescans. It keeps only CAP_NET_ADMIN, CAP_SYS_ADMIN
+// (setns into a sandbox's network namespace; the pool's acts), CAP_SYS_PTRACE (open that
+// namespace), CAP_KILL (empty a v1 cgroup, kill the node's children), CAP_SYS_NICE (attach to
+// a v1 cpuset) and CAP_SETUID/CAP_SETGID (id maps). What still runs in the node as root (its
+// DAC capabilities over the pool's trees, snapshot export and restore, template imports) is
+// mapped in docs/privilege-inventory.md.
 //
 // What a request cannot do: name a path, link or table (the broker derives them from its own
-// network slot and the uid slot); touch another node's slot (the broker takes its own slot's
+// network slot and the uid slot; a pool act takes a directory descriptor, which the broker
+// accepts only when it names one of the few directories of its pool that act may touch); touch another node's slot (the broker takes its own slot's
 // host-wide lock, and acts only under that slot's prefix); attach a namespace that is not a
 // sandbox's (net_attach takes a pidfd, and the broker checks that the process's user
 // namespace maps root to exactly the uid range of the named uid slot, and that the pidfd still
@@ -46,10 +52,11 @@ namespace space::broker {
 // the writer's only with it (a VMM is attached before it changes ids).
 inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,
                                              CAP_SYS_NICE,  CAP_SETUID,    CAP_SETGID};
-// Capabilities the node drops because the broker now does what needed them (CAP_SYS_ADMIN
-// stays in the node until launch and storage move). CAP_SYS_PTRACE goes too: with it the
-// node could trace the broker and act through it. CAP_KILL: the node signals only its own
-// children (common/kill_child.h routes the kills it may not send through kill_child).
+// Capabilities the node drops because the broker now does what needed them. CAP_SYS_PTRACE
+// goes too: with it the node could trace the broker and act through it. CAP_KILL: the node
+// signals only its own children (common/kill_child.h routes the kills it may not send through
+// kill_child). CAP_SYS_ADMIN goes as well once the pool is mounted, when the pool is btrfs
+// (cli/dev.cc): an overlay pool mounts each sandbox's overlay in the node, which then keeps it.
 inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, CAP_NET_BROADCAST, CAP_SYS_PTRACE,
                                                    CAP_KILL,      CAP_SETUID,  CAP_SETGID};
 
@@ -63,6 +70,9 @@ struct BrokerConfig {
   // node (uid_acquire) and maps user namespaces and attaches sandboxes only to those. Empty:
   // no leases, so no userns_map or net_attach.
   std::string uid_lock_dir;
+  // The node's storage pool (<data dir>/pool, absolute): idmap_tree clones only directories
+  // of its sandbox roots and template builds. Empty: no idmap_tree.
+  std::string pool_dir;
 };
 
 // Whether `name` is a node's parent cgroup name as the node derives it: "space-" + 16 hex.
@@ -88,9 +98,16 @@ class Broker {
   Result<runtime::CgroupActs*> Cgroups(CgroupRuntime runtime);
   Result<nlohmann::json> CgroupAttach(const Request& request, int pidfd);
   Result<nlohmann::json> UsernsMap(const Request& request, int pidfd);
+  Result<nlohmann::json> IdmapTree(const Request& request, int dir_fd, int pidfd, std::vector<UniqueFd>* reply_fds);
+  Result<nlohmann::json> SubvolDelete(const Request& request, int parent_fd);
+  Result<nlohmann::json> QgroupLimit(const Request& request, int subvol_fd);
+  // The pool's real path (symlinks resolved), and what `fd` names now, checked against it
+  // by `allowed`; `op` names the request in errors.
+  Result<std::string> PoolPathOf(int fd, std::string_view op, bool (*allowed)(const std::string& pool, const std::string& path));
   // Ok when this broker leased `uid_slot` to the node (uid_acquire).
   Status NeedUidLease(int64_t uid_slot, std::string_view op);
 
+  const std::string pool_dir_;
   const std::string cgroup_name_;
   const std::string cgroup_root_;
   std::shared_ptr<runtime::CgroupActs> cgroups_[2];  // ns, vm
@@ -100,6 +117,16 @@ class Broker {
   int64_t net_slot_ = -1;
   std::unique_ptr<network::SandboxNetwork> net_;
 };
+
+// Whether `path` (a directory's path as /proc/self/fd shows it) is one idmap_tree may clone
+// under `pool` (canonical): a sandbox root, sandboxes/<id> or, on an overlay pool,
+// sandboxes/<id>/merged; or a template build's scratch tree, templates/tmp-<16 hex>.
+// Exposed for tests.
+bool IsIdmappablePoolPath(const std::string& pool, const std::string& path);
+// The directories subvol_delete deletes in: sandboxes/, snapshots/ and templates/ of the pool.
+bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path);
+// What qgroup_limit limits: a sandbox root or a rollback's staging root, sandboxes/<name>.
+bool IsPoolSandboxRoot(const std::string& pool, const std::string& path);
 
 // Opens the network namespace of the process behind `pidfd`, after checking that its user
 // namespace maps root to exactly the host uid range of `uid_slot` (a sandbox of that slot),
@@ -127,7 +154,7 @@ Result<pid_t> NodeChildOfPidfd(int pidfd, std::string_view op = "kill_child");
 // The broker process's main: checks that `node_pid` is its parent, drops every capability
 // but kBrokerCapabilities, loads its seccomp filter, and serves the node on `fd` until the
 // node closes it or dies (the next node reconciles what is left). `cgroup_name` is the node's
-// parent cgroup (IsNodeCgroupName).
-int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name);
+// parent cgroup (IsNodeCgroupName); `pool_dir` its storage pool (BrokerConfig).
+int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name, const std::string& pool_dir);
 
 }  // namespace space::broker

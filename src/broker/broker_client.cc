@@ -1,5 +1,6 @@
 #include "broker/broker_client.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -24,8 +25,9 @@ constexpr int kReplyTimeoutMs = 30000;
 
 }  // namespace
 
-Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn(const std::string& cgroup_name) {
+Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn(const std::string& cgroup_name, const std::string& pool_dir) {
   if (!IsNodeCgroupName(cgroup_name)) return InvalidArgument("root broker: bad cgroup name " + cgroup_name);
+  if (pool_dir.empty() || pool_dir[0] != '/') return InvalidArgument("root broker: pool dir must be absolute: " + pool_dir);
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return ErrnoStatus("socketpair", "root broker", errno);
@@ -35,7 +37,7 @@ Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn(const std::string& cgr
   // shutdown (which asks it to remove the firewall), and exits when the node's end closes.
   HelperSpec spec;
   spec.args = {"space", "broker", "--fd", std::to_string(kBrokerFd), "--node-pid", std::to_string(::getpid()),
-               "--cgroup-name", cgroup_name};
+               "--cgroup-name", cgroup_name, "--pool-dir", pool_dir};
   spec.fds = {{theirs.get(), kBrokerFd}};
   spec.ignore_stop_signals = true;
   Result<pid_t> spawned = SpawnHelper(spec);
@@ -83,10 +85,15 @@ bool BrokerClient::WaitExited(int timeout_ms) {
 }
 
 Result<nlohmann::json> BrokerClient::Call(const Request& request, int fd, std::vector<UniqueFd>* reply_fds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!socket_.valid()) return Unavailable("root broker: gone");
   std::vector<int> fds;
   if (fd >= 0) fds.push_back(fd);
+  return Call(request, fds, reply_fds);
+}
+
+Result<nlohmann::json> BrokerClient::Call(const Request& request, const std::vector<int>& fds,
+                                          std::vector<UniqueFd>* reply_fds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!socket_.valid()) return Unavailable("root broker: gone");
   RETURN_IF_ERROR(SendDatagram(socket_.get(), EncodeRequest(request), fds).Annotate(std::string(OpName(request.op))));
   pollfd p{socket_.get(), POLLIN, 0};
   int r = RetryEintr([&] { return ::poll(&p, 1, kReplyTimeoutMs); });
@@ -202,6 +209,53 @@ Status BrokerClient::MapUserns(const runtime::ns::IdMapRequest& request) {
   r.shape = request.shape;
   r.kvm_gid = request.kvm_gid;
   return Call(r, request.pidfd).status();
+}
+
+Result<UniqueFd> BrokerClient::IdmapTree(int dir_fd, int pidfd, uint32_t uid_base) {
+  if (uid_base % 65536 != 0 || uid_base < HostSlots::UidBase(0) || uid_base > HostSlots::UidBase(HostSlots::kMaxSlots - 1)) {
+    return InvalidArgument("uid base " + std::to_string(uid_base) + " is not the start of a uid slot");
+  }
+  Request r;
+  r.op = Op::kIdmapTree;
+  r.uid_slot = uid_base / 65536 - HostSlots::kFirstSlot;
+  std::vector<UniqueFd> fds;
+  RETURN_IF_ERROR(Call(r, {dir_fd, pidfd}, &fds).status());
+  if (fds.size() != 1) return Internal("root broker: idmap_tree reply carries " + std::to_string(fds.size()) + " descriptors");
+  return std::move(fds[0]);
+}
+
+Status BrokerClient::DeleteSubvolume(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == path.size()) {
+    return InvalidArgument("delete subvolume: " + path + " is not an absolute path to a subvolume");
+  }
+  Result<UniqueFd> parent = OpenFd(path.substr(0, slash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (!parent.ok()) return parent.status().code() == StatusCode::kNotFound ? Status::Ok() : parent.status();
+  Request r;
+  r.op = Op::kSubvolDelete;
+  r.name = path.substr(slash + 1);
+  return Call(r, parent->get()).status();
+}
+
+Status BrokerClient::SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {
+  if (bytes == 0 || bytes > static_cast<uint64_t>(kMaxQgroupLimitBytes)) {
+    return InvalidArgument("qgroup limit " + std::to_string(bytes) + " is out of range");
+  }
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  Request r;
+  r.op = Op::kQgroupLimit;
+  r.bytes = static_cast<int64_t>(bytes);
+  return Call(r, fd.get()).status();
+}
+
+Result<bool> BrokerClient::RescanQuotaIfInconsistent() {
+  Request r;
+  r.op = Op::kQuotaRescan;
+  ASSIGN_OR_RETURN(nlohmann::json reply, Call(r));
+  if (!reply.contains("started") || !reply["started"].is_boolean()) {
+    return Internal("root broker: quota_rescan reply has no started");
+  }
+  return reply["started"].get<bool>();
 }
 
 Result<int64_t> BrokerClient::UidAcquire(int64_t preferred) {

@@ -27,7 +27,7 @@ class BrokerClient {
   // the broker keeps what the node gives up. It exits when the client's socket closes, and is
   // killed when the forking thread dies.
   // `cgroup_name` is the node's parent cgroup (broker.h, IsNodeCgroupName).
-  static Result<std::unique_ptr<BrokerClient>> Spawn(const std::string& cgroup_name);
+  static Result<std::unique_ptr<BrokerClient>> Spawn(const std::string& cgroup_name, const std::string& pool_dir);
   // A client over a socket whose other end some broker serves (tests).
   explicit BrokerClient(UniqueFd socket, pid_t pid = -1, UniqueFd pidfd = UniqueFd());
   ~BrokerClient();
@@ -58,9 +58,18 @@ class BrokerClient {
   // A lease on a host uid slot: `preferred` when free, else the lowest free (HostSlots).
   Result<int64_t> UidAcquire(int64_t preferred);
   Status UidRelease(int64_t uid_slot);
+  // A detached idmapped clone (nosuid, nodev) of the pool directory `dir_fd` for the user
+  // namespace of the node's child `pidfd`, which maps root to the slot starting at `uid_base`.
+  Result<UniqueFd> IdmapTree(int dir_fd, int pidfd, uint32_t uid_base);
+  // The pool's btrfs acts that need CAP_SYS_ADMIN (storage/btrfs.h BtrfsAdminRoute): by the
+  // host path of the subvolume, which this process opens (never following a link) and passes.
+  Status DeleteSubvolume(const std::string& path);
+  Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
+  Result<bool> RescanQuotaIfInconsistent();
 
  private:
   Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);
+  Result<nlohmann::json> Call(const Request& request, const std::vector<int>& fds, std::vector<UniqueFd>* reply_fds);
 
   std::mutex mu_;
   UniqueFd socket_;  // GUARDED_BY(mu_)

@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -24,6 +26,9 @@
 #include "broker/broker_cgroup_acts.h"
 #include "broker/broker_client.h"
 #include "runtime/ns/cgroup.h"
+#include "storage/btrfs.h"
+#include "storage/fs_util.h"
+#include "storage/pool_mount.h"
 #include "common/syscall.h"
 
 namespace space::broker {
@@ -51,6 +56,38 @@ struct Child {
     }
   }
 };
+
+// A broker forked from this process (its parent is the test, standing for the node) under
+// its own seccomp filter, serving `config` on the other end of `client_end`.
+struct FilteredBroker {
+  pid_t pid = -1;
+  UniqueFd client_end;
+};
+
+FilteredBroker ForkFilteredBroker(BrokerConfig config) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(sv[0]);
+    if (!LoadBrokerSeccomp().ok()) ::_exit(1);
+    Broker broker(std::move(config));
+    ::_exit(Serve(sv[1], &broker) == 0 ? 0 : 2);
+  }
+  ::close(sv[1]);
+  if (pid < 0) {
+    ::close(sv[0]);
+    return {};
+  }
+  return {pid, UniqueFd(sv[0])};
+}
+
+// Once its client has closed the socket, the broker's loop ends and it exits 0.
+void ExpectCleanExit(pid_t pid) {
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
 
 void StartChild(Child* c, bool userns, int64_t uid_slot) {
   int ready[2];
@@ -187,6 +224,15 @@ TEST_F(BrokerRootTest, SeccompRefusesWaysOutAndKeepsWhatTheBrokerUses) {
     if (::socket(AF_PACKET, SOCK_RAW, 0) != -1 || errno != EAFNOSUPPORT) return 9;
     // pidfd_send_signal only with SIGKILL: liveness is polled (a probe with 0 is refused).
     if (!refused(::syscall(SYS_pidfd_send_signal, target_pidfd, 0, nullptr, 0))) return 11;
+    // open_tree only as one detached, non-recursive clone (idmap_tree); nothing ever attached.
+    if (!refused(::syscall(SYS_open_tree, AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE))) return 12;
+    if (!refused(::syscall(SYS_open_tree, AT_FDCWD, "/", OPEN_TREE_CLOEXEC))) return 13;
+    if (!refused(::syscall(SYS_move_mount, AT_FDCWD, "/tmp", AT_FDCWD, "/mnt", 0))) return 14;
+    int tmp = ::open("/tmp", O_PATH | O_CLOEXEC);
+    long clone = ::syscall(SYS_open_tree, tmp, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (clone < 0) return 26;
+    ::close(static_cast<int>(clone));
+    ::close(tmp);
     // What the broker does: netlink, setns into a network namespace, pidfd polls, threads.
     int nl = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (nl < 0) return 20;
@@ -247,19 +293,10 @@ TEST_F(BrokerRootTest, KillsOnlyChildrenOfTheNodeOverItsSocket) {
   ::kill(exited.pid, SIGKILL);
   ::waitpid(exited.pid, nullptr, 0);
   exited.pid = -1;
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  pid_t broker_pid = ::fork();
-  ASSERT_GE(broker_pid, 0);
-  if (broker_pid == 0) {
-    ::close(sv[0]);
-    if (!LoadBrokerSeccomp().ok()) ::_exit(1);
-    Broker broker(BrokerConfig{"/nonexistent"});
-    ::_exit(Serve(sv[1], &broker) == 0 ? 0 : 2);
-  }
-  ::close(sv[1]);
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{"/nonexistent"});
+  ASSERT_GT(broker.pid, 0);
   {
-    BrokerClient client{UniqueFd(sv[0])};
+    BrokerClient client{std::move(broker.client_end)};
     // Not children of the node: pid 1, and the node itself (the broker's parent).
     UniqueFd init(static_cast<int>(::syscall(SYS_pidfd_open, 1, 0)));
     EXPECT_EQ(client.KillChild(init.get()).code(), StatusCode::kPermissionDenied);
@@ -277,9 +314,7 @@ TEST_F(BrokerRootTest, KillsOnlyChildrenOfTheNodeOverItsSocket) {
     sandbox.pid = -1;
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   }  // the client closes its end: the broker's loop ends
-  int status = 0;
-  ASSERT_EQ(::waitpid(broker_pid, &status, 0), broker_pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ExpectCleanExit(broker.pid);
 }
 
 // A paused child in a user namespace whose maps nobody has written. With `nested`, in a
@@ -346,21 +381,12 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
   char tmpl[] = "/tmp/broker_test.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string uid_dir = std::string(tmpl) + "/uid-slots";
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  pid_t broker_pid = ::fork();
-  ASSERT_GE(broker_pid, 0);
-  if (broker_pid == 0) {
-    ::close(sv[0]);
-    if (!LoadBrokerSeccomp().ok()) ::_exit(1);
-    Broker broker(BrokerConfig{.net_lock_dir = "/nonexistent", .uid_lock_dir = uid_dir});
-    ::_exit(Serve(sv[1], &broker) == 0 ? 0 : 2);
-  }
-  ::close(sv[1]);
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .uid_lock_dir = uid_dir});
+  ASSERT_GT(broker.pid, 0);
   using runtime::ns::IdMapShape;
   const uint32_t base = HostSlots::UidBase(4251);
   {
-    BrokerClient client{UniqueFd(sv[0])};
+    BrokerClient client{std::move(broker.client_end)};
     auto map = [&](const Child& c, IdMapShape shape, gid_t kvm_gid = 0, uint32_t uid_base = 0) {
       return client.MapUserns({.pidfd = c.pidfd.get(), .pid = c.pid, .uid_base = uid_base ? uid_base : base,
                                .shape = shape, .kvm_gid = kvm_gid});
@@ -400,9 +426,136 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
     EXPECT_EQ(map(vmm, IdMapShape::kOneId, 0, base + 1).code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(map(vmm, IdMapShape::kOneId, 0, 65536).code(), StatusCode::kInvalidArgument);
   }
-  int status = 0;
-  ASSERT_EQ(::waitpid(broker_pid, &status, 0), broker_pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ExpectCleanExit(broker.pid);
+  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+}
+
+TEST(IdmapPathTest, OnlySandboxRootsAndTemplateBuildsOfThePool) {
+  const std::string pool = "/var/lib/space/pool";
+  EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/sandboxes/sbx_A-1"));
+  EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/sandboxes/sbx_1/merged"));
+  EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/templates/tmp-0123456789abcdef"));
+  for (const std::string& bad : std::vector<std::string>{pool, pool + "/", pool + "/sandboxes", pool + "/sandboxes/", pool + "/sandboxes/..",
+                                pool + "/sandboxes/.sbx_1.new", pool + "/sandboxes/sbx_1/upper",
+                                pool + "/sandboxes/sbx_1/merged/etc", pool + "/snapshots/snap_1",
+                                pool + "/templates/sha256-00", pool + "/templates/tmp-0123456789abcde",
+                                pool + "/templates/tmp-0123456789abcdef0", pool + "/templates/tmp-0123456789ABCDEF",
+                                pool + "x/sandboxes/sbx_1", "/etc", "/var/lib/space/sandboxes/sbx_1",
+                                pool + "/sandboxes/sbx_1 (deleted)"}) {
+    EXPECT_FALSE(IsIdmappablePoolPath(pool, bad)) << bad;
+  }
+  EXPECT_FALSE(IsIdmappablePoolPath("", "/sandboxes/sbx_1"));
+  EXPECT_FALSE(IsIdmappablePoolPath("/", "//sandboxes/sbx_1"));
+}
+
+// idmap_tree end to end, the broker under its own seccomp filter: a detached idmapped clone
+// of a sandbox root or template build of its pool, for a sandbox-shaped namespace of a leased
+// slot only; never another directory, another shape, another slot or a process not the node's.
+TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
+  char tmpl[] = "/var/tmp/broker_idmap.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string pool = std::string(tmpl) + "/pool";
+  for (const std::string& d : std::vector<std::string>{pool, pool + "/sandboxes", pool + "/sandboxes/sbx_1", pool + "/templates",
+                              pool + "/templates/tmp-0123456789abcdef", pool + "/snapshots", pool + "/snapshots/snap_1"}) {
+    ASSERT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
+  }
+  ASSERT_EQ(::symlink((pool + "/snapshots/snap_1").c_str(), (pool + "/sandboxes/sbx_link").c_str()), 0);
+  const std::string uid_dir = std::string(tmpl) + "/uid-slots";
+  Child sandbox, vmm, unleased, host;
+  StartUnmappedChild(&sandbox);
+  StartUnmappedChild(&vmm);
+  StartUnmappedChild(&unleased);
+  StartChild(&host, false, 0);
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .uid_lock_dir = uid_dir, .pool_dir = pool});
+  ASSERT_GT(broker.pid, 0);
+  using runtime::ns::IdMapShape;
+  const uint32_t base = HostSlots::UidBase(4261), other = HostSlots::UidBase(4262);
+  {
+    BrokerClient client{std::move(broker.client_end)};
+    ASSERT_TRUE(client.UidAcquire(4261).ok());
+    ASSERT_TRUE(client.MapUserns({.pidfd = sandbox.pidfd.get(), .pid = sandbox.pid, .uid_base = base}).ok());
+    ASSERT_TRUE(client.MapUserns({.pidfd = vmm.pidfd.get(), .pid = vmm.pid, .uid_base = base,
+                                  .shape = IdMapShape::kOneId}).ok());
+    const std::string unleased_map = "0 " + std::to_string(other) + " 65536\n";
+    ASSERT_TRUE(WriteSmallFile("/proc/" + std::to_string(unleased.pid) + "/uid_map", unleased_map).ok());
+    auto idmap = [&](const std::string& dir, const Child& c, uint32_t uid_base) -> Result<UniqueFd> {
+      ASSIGN_OR_RETURN(UniqueFd d, OpenFd(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+      return client.IdmapTree(d.get(), c.pidfd.get(), uid_base);
+    };
+    for (const std::string& ok : std::vector<std::string>{pool + "/sandboxes/sbx_1", pool + "/templates/tmp-0123456789abcdef"}) {
+      Result<UniqueFd> clone = idmap(ok, sandbox, base);
+      ASSERT_TRUE(clone.ok()) << ok << ": " << clone.status().ToString();
+      // Through the clone, on-disk root is the slot's base: the namespace's root.
+      struct stat st;
+      ASSERT_EQ(::fstat(clone->get(), &st), 0);
+      EXPECT_EQ(st.st_uid, base) << ok;
+    }
+    for (const std::string& bad : std::vector<std::string>{pool + "/snapshots/snap_1", pool, pool + "/sandboxes", std::string("/etc"),
+                                  pool + "/sandboxes/sbx_link", std::string(tmpl)}) {
+      EXPECT_EQ(idmap(bad, sandbox, base).status().code(), StatusCode::kPermissionDenied) << bad;
+    }
+    // Not a sandbox-shaped namespace of that slot (the VMM's one-id map), a slot not leased
+    // to the node, a process in the host's user namespace.
+    EXPECT_EQ(idmap(pool + "/sandboxes/sbx_1", vmm, base).status().code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(idmap(pool + "/sandboxes/sbx_1", unleased, other).status().code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(idmap(pool + "/sandboxes/sbx_1", host, base).status().code(), StatusCode::kPermissionDenied);
+  }
+  ExpectCleanExit(broker.pid);
+  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+}
+
+// subvol_delete, qgroup_limit and quota_rescan end to end, the broker under its own seccomp
+// filter, on a real loop-backed btrfs pool: only the pool's own subvolume directories and
+// sandbox roots, whatever path the node names.
+TEST_F(BrokerRootTest, ActsOnlyOnItsPoolsSubvolumesOverItsSocket) {
+  char tmpl[] = "/var/tmp/broker_pool.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  storage::PoolConfig pc;
+  pc.data_dir = tmpl;
+  pc.loop_image_bytes = 1ull << 30;
+  Result<storage::PoolMount> m = storage::MountPool(pc);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(m->btrfs && m->quota_enabled);
+  const std::string pool = m->pool_dir;
+  const std::string root = pool + "/sandboxes/sbx_1", snap = pool + "/snapshots/snap_1", other = pool + "/other";
+  ASSERT_TRUE(storage::CreateSubvolume(root).ok());
+  ASSERT_TRUE(storage::CreateSnapshot(root, snap, /*read_only=*/true).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(other).ok());
+  ASSERT_EQ(::symlink(pool.c_str(), (pool + "/sandboxes/link").c_str()), 0);
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .pool_dir = pool});
+  ASSERT_GT(broker.pid, 0);
+  {
+    BrokerClient client{std::move(broker.client_end)};
+    // A sandbox root's limit, as the kernel then shows it.
+    ASSERT_TRUE(client.SetExclusiveLimit(root, 64 << 20).ok());
+    Result<uint64_t> id = storage::SubvolumeId(root);
+    Result<std::string> qgroups = storage::QuotaSysfsDir(pool);
+    ASSERT_TRUE(id.ok() && qgroups.ok());
+    Result<std::string> max = ReadFileToString(*qgroups + "/0_" + std::to_string(*id) + "/max_exclusive", 64);
+    ASSERT_TRUE(max.ok()) << max.status().ToString();
+    EXPECT_EQ(std::stoull(*max), 64ull << 20);
+    for (const std::string& bad : std::vector<std::string>{snap, other, pool, pool + "/sandboxes"}) {
+      EXPECT_EQ(client.SetExclusiveLimit(bad, 1 << 20).code(), StatusCode::kPermissionDenied) << bad;
+    }
+    EXPECT_EQ(client.SetExclusiveLimit(root, 0).code(), StatusCode::kInvalidArgument);
+    // Deletes only in sandboxes/, snapshots/ and templates/: not the pool's own top, not by a
+    // parent that ".." or a link leads elsewhere.
+    EXPECT_EQ(client.DeleteSubvolume(other).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.DeleteSubvolume(pool + "/sandboxes/../other").code(), StatusCode::kPermissionDenied);
+    EXPECT_FALSE(client.DeleteSubvolume(pool + "/sandboxes/link/other").ok());
+    EXPECT_TRUE(storage::IsSubvolume(other));
+    Status del = client.DeleteSubvolume(snap);  // a read-only snapshot
+    EXPECT_TRUE(del.ok()) << del.ToString();
+    EXPECT_FALSE(storage::PathExists(snap));
+    del = client.DeleteSubvolume(root);
+    EXPECT_TRUE(del.ok()) << del.ToString();
+    EXPECT_FALSE(storage::PathExists(root));
+    EXPECT_TRUE(client.DeleteSubvolume(root).ok());  // gone already: nothing to do
+    Result<bool> rescan = client.RescanQuotaIfInconsistent();
+    EXPECT_TRUE(rescan.ok()) << rescan.status().ToString();
+  }
+  ExpectCleanExit(broker.pid);
+  ASSERT_EQ(::umount2(pool.c_str(), MNT_DETACH), 0);
   ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 

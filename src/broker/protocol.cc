@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -39,6 +41,10 @@ const std::vector<OpInfo>& Ops() {
       {Op::kUsernsMap, "userns_map", 1, {"uid_slot", "shape", "kvm_gid"}},
       {Op::kUidAcquire, "uid_acquire", 0, {"preferred"}},
       {Op::kUidRelease, "uid_release", 0, {"uid_slot"}},
+      {Op::kIdmapTree, "idmap_tree", 2, {"uid_slot"}},
+      {Op::kSubvolDelete, "subvol_delete", 1, {"name"}},
+      {Op::kQgroupLimit, "qgroup_limit", 1, {"bytes"}},
+      {Op::kQuotaRescan, "quota_rescan", 0, {}},
   };
   return ops;
 }
@@ -138,10 +144,17 @@ std::string EncodeRequest(const Request& r) {
     case Op::kNetAttach:
     case Op::kNetDetach:
     case Op::kUidRelease:
+    case Op::kIdmapTree:
       j["uid_slot"] = r.uid_slot;
       break;
     case Op::kUidAcquire:
       j["preferred"] = r.preferred;
+      break;
+    case Op::kSubvolDelete:
+      j["name"] = r.name;
+      break;
+    case Op::kQgroupLimit:
+      j["bytes"] = r.bytes;
       break;
     case Op::kNetReconcile:
       j["keep"] = r.keep;
@@ -206,12 +219,29 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     }
     case Op::kNetAttach:
     case Op::kNetDetach:
-    case Op::kUidRelease: {
+    case Op::kUidRelease:
+    case Op::kIdmapTree: {
       ASSIGN_OR_RETURN(r.uid_slot, IntField(j, "uid_slot", 0, HostSlots::kMaxSlots - 1));
       break;
     }
     case Op::kUidAcquire: {
       ASSIGN_OR_RETURN(r.preferred, IntField(j, "preferred", -1, HostSlots::kMaxSlots - 1));
+      break;
+    }
+    case Op::kSubvolDelete: {
+      const auto& n = j["name"];
+      if (!n.is_string()) return InvalidArgument("broker: name must be a string");
+      r.name = n.get<std::string>();
+      const bool safe = std::all_of(r.name.begin(), r.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+      });
+      if (r.name.empty() || r.name.size() > kMaxSubvolNameLen || !safe || r.name == "." || r.name == "..") {
+        return InvalidArgument("broker: name must be one path component of [A-Za-z0-9_.-], at most 128 characters");
+      }
+      break;
+    }
+    case Op::kQgroupLimit: {
+      ASSIGN_OR_RETURN(r.bytes, IntField(j, "bytes", 1, kMaxQgroupLimitBytes));
       break;
     }
     case Op::kUsernsMap: {
@@ -252,6 +282,7 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     case Op::kNetAcquire:
     case Op::kNetRelease:
     case Op::kKillChild:
+    case Op::kQuotaRescan:
       break;
     case Op::kCgroupCreate:
     case Op::kCgroupUpdate:

@@ -23,6 +23,17 @@
 //   cgroup_freeze      {runtime, id, frozen}   0     {}              (one write; the node waits)
 //   cgroup_kill        {runtime, id}           0     {}              (one pass; the node repeats)
 //   cgroup_remove      {runtime, id}           0     {}              (unavailable while busy)
+//   kill_child         -                       1     {}              (the fd: a child's pidfd)
+//   userns_map         {uid_slot, shape, kvm_gid} 1  {}              (the fd: a child's pidfd)
+//   uid_acquire        {preferred}             0     {uid_slot}
+//   uid_release        {uid_slot}              0     {}
+//   idmap_tree         {uid_slot}              2     {} + 1 fd       (fds: a pool directory, a
+//                                                                      child's pidfd; reply: a
+//                                                                      detached idmapped clone)
+//   subvol_delete      {name}                  1     {}              (fd: the pool directory
+//                                                                      holding subvolume name)
+//   qgroup_limit       {bytes}                 1     {}              (fd: a sandbox root)
+//   quota_rescan       -                       0     {started}       (the pool's, if inconsistent)
 //
 // A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode name>, "message": ...}.
 #pragma once
@@ -56,6 +67,8 @@ enum class Op {
   kKillChild,  // SIGKILL to the node's child behind the one descriptor (a pidfd)
   kUsernsMap,  // writes uid_map and gid_map of the node's child behind the pidfd (userns.h)
   kUidAcquire, kUidRelease,  // leases of host uid slots (common/host_slots.h) to the node
+  kIdmapTree,  // a detached idmapped clone of a pool directory for a sandbox-shaped child's namespace
+  kSubvolDelete, kQgroupLimit, kQuotaRescan,  // the pool's btrfs acts that need CAP_SYS_ADMIN
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -68,13 +81,15 @@ inline constexpr double kMaxCpus = 4096;
 inline constexpr uint64_t kMinMemoryBytes = 4ull << 20;
 inline constexpr uint64_t kMaxMemoryBytes = 1ull << 44;  // 16 TiB
 inline constexpr uint64_t kMaxPids = 1ull << 22;
+inline constexpr size_t kMaxSubvolNameLen = 128;
+inline constexpr int64_t kMaxQgroupLimitBytes = int64_t{1} << 60;
 
 std::string_view OpName(Op op);
 
 struct Request {
   Op op = Op::kHello;
   network::GatewayPorts ports;      // firewall_install
-  int64_t uid_slot = -1;            // net_attach, net_detach, userns_map, uid_release
+  int64_t uid_slot = -1;            // net_attach, net_detach, userns_map, uid_release, idmap_tree
   int64_t preferred = -1;           // uid_acquire: the slot wanted, if free (-1: the lowest free)
   std::vector<int64_t> keep;        // net_reconcile: uid slots whose links stay
   int64_t send_buffer_bytes = 0;    // seqpacket_pair
@@ -86,6 +101,8 @@ struct Request {
   // (0: none; only with kOneId).
   runtime::ns::IdMapShape shape = runtime::ns::IdMapShape::kSandbox;
   int64_t kvm_gid = 0;
+  std::string name;                 // subvol_delete: one path component ([A-Za-z0-9_.-], not . or ..)
+  int64_t bytes = 0;                // qgroup_limit: 1..kMaxQgroupLimitBytes
 };
 
 // How many descriptors a request of `op` carries.

@@ -179,6 +179,45 @@ TEST(ProtocolTest, UidLeasesTakeOneSlot) {
   ExpectRefused(R"({"op":"uid_release","uid_slot":3})", 1);
 }
 
+TEST(ProtocolTest, IdmapTreeTakesASlotADirectoryAndAPidfdAndNoPath) {
+  Request idmap;
+  idmap.op = Op::kIdmapTree;
+  idmap.uid_slot = 16383;
+  auto r = DecodeRequest(EncodeRequest(idmap), 2);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->uid_slot, 16383);
+  ExpectRefused(EncodeRequest(idmap), 1);
+  ExpectRefused(EncodeRequest(idmap), 0);
+  ExpectRefused(R"({"op":"idmap_tree","uid_slot":16384})", 2);
+  ExpectRefused(R"({"op":"idmap_tree"})", 2);
+  ExpectRefused(R"({"op":"idmap_tree","uid_slot":3,"path":"/etc"})", 2);
+}
+
+TEST(ProtocolTest, PoolActsTakeOneComponentABoundedLimitAndTheirDescriptors) {
+  Request del;
+  del.op = Op::kSubvolDelete;
+  del.name = ".sbx_1.new";
+  EXPECT_EQ(Decoded(EncodeRequest(del), 1).name, ".sbx_1.new");
+  ExpectRefused(EncodeRequest(del), 0);
+  for (const char* bad : {"", ".", "..", "a/b", "../x", "x\\0", "sbx 1", "sbx\\n"}) {
+    ExpectRefused(nlohmann::json{{"op", "subvol_delete"}, {"name", bad}}.dump(), 1);
+  }
+  ExpectRefused(nlohmann::json{{"op", "subvol_delete"}, {"name", std::string(129, 'a')}}.dump(), 1);
+  ExpectRefused(R"({"op":"subvol_delete","name":7})", 1);
+  Request limit;
+  limit.op = Op::kQgroupLimit;
+  limit.bytes = int64_t{1} << 60;
+  EXPECT_EQ(Decoded(EncodeRequest(limit), 1).bytes, int64_t{1} << 60);
+  ExpectRefused(R"({"op":"qgroup_limit","bytes":0})", 1);
+  ExpectRefused(R"({"op":"qgroup_limit","bytes":1152921504606846977})", 1);
+  ExpectRefused(R"({"op":"qgroup_limit","bytes":1048576})", 0);
+  Request rescan;
+  rescan.op = Op::kQuotaRescan;
+  Decoded(EncodeRequest(rescan));
+  ExpectRefused(R"({"op":"quota_rescan"})", 1);
+  ExpectRefused(R"({"op":"quota_rescan","path":"/"})");
+}
+
 TEST(ProtocolTest, RefusesMalformedRequests) {
   ExpectRefused("");
   ExpectRefused("not json");

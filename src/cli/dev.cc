@@ -28,6 +28,9 @@
 #include "node/heartbeat.h"
 #include "node/node.h"
 #include "node/node_seccomp.h"
+#include "runtime/ns/mounts.h"
+#include "storage/btrfs.h"
+#include "storage/pool_mount.h"
 #include "runtime/ns/userns.h"
 #include "store/open_store.h"
 #include "store/store.h"
@@ -124,9 +127,19 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
   }
+  // The storage pool first, while this process still holds CAP_SYS_ADMIN: a loop device, the
+  // mount, quota control and a rescan wait need it; afterwards only the broker's acts do.
+  storage::PoolConfig pool_config;
+  pool_config.data_dir = options.data_dir;
+  pool_config.force_overlay = options.force_overlay;
+  auto pool_mount = storage::MountPool(pool_config);
+  if (!pool_mount.ok()) {
+    std::cerr << "space dev: storage pool: " << pool_mount.status().ToString() << "\n";
+    return 1;
+  }
   // The root broker keeps what the node now gives up, bounding set included: the node can
   // neither use those capabilities nor regain them by exec, nor restart a broker that dies.
-  auto broker = broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir));
+  auto broker = broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir), pool_mount->pool_dir);
   if (!broker.ok()) {
     std::cerr << "space dev: " << broker.status().ToString() << "\n";
     return 1;
@@ -137,9 +150,26 @@ int RunDev(const DevOptions& options) {
   SetChildKillRoute([b = broker->get()](int pidfd) { return b->KillChild(pidfd); });
   // The id maps of sandboxes' and VMMs' user namespaces, likewise (CAP_SETUID on the host).
   runtime::ns::SetIdMapRoute([b = broker->get()](const runtime::ns::IdMapRequest& r) { return b->MapUserns(r); });
-  if (Status st = DropCapabilities({std::begin(broker::kNodeDroppedCapabilities),
-                                    std::end(broker::kNodeDroppedCapabilities)});
-      !st.ok()) {
+  // And the idmapped clones of sandbox roots and template builds (CAP_SYS_ADMIN on the host).
+  runtime::ns::SetIdmapRoute([b = broker->get()](const runtime::ns::IdmapRequest& r) {
+    return b->IdmapTree(r.dir_fd, r.pidfd, r.uid_base);
+  });
+  // And the pool's btrfs acts that need CAP_SYS_ADMIN (deletes, limits, rescans).
+  storage::SetBtrfsAdminRoute({
+      .delete_subvolume = [b = broker->get()](const std::string& path) { return b->DeleteSubvolume(path); },
+      .set_exclusive_limit = [b = broker->get()](const std::string& path,
+                                                 uint64_t bytes) { return b->SetExclusiveLimit(path, bytes); },
+      .rescan_if_inconsistent = [b = broker->get()](const std::string&) { return b->RescanQuotaIfInconsistent(); },
+  });
+  std::vector<int> node_drop(std::begin(broker::kNodeDroppedCapabilities), std::end(broker::kNodeDroppedCapabilities));
+  // On a btrfs pool nothing the node does needs CAP_SYS_ADMIN any more. An overlay pool
+  // (no btrfs possible) mounts each sandbox's overlay in the node, which keeps it then.
+  if (pool_mount->btrfs) {
+    node_drop.push_back(CAP_SYS_ADMIN);
+  } else {
+    LogWarn("dev", "overlay storage pool: the node keeps CAP_SYS_ADMIN (it mounts each sandbox's overlay)");
+  }
+  if (Status st = DropCapabilities(node_drop); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
   }
@@ -201,6 +231,7 @@ int RunDev(const DevOptions& options) {
   nc.egress_upstream_ca = options.egress_upstream_ca;
   nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
   nc.force_overlay = options.force_overlay;
+  nc.pool_mount = *pool_mount;
   nc.warm_pool = std::move(*warm);
   nc.broker = broker->get();
   if (fleet) {

@@ -124,10 +124,11 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
     (void)RetryEintr([&] { return ::waitpid(pid, nullptr, 0); });
     return st;
   };
-  // The idmapped tree, as for a sandbox's root (runtime/ns/mounts.h): nosuid, nodev.
-  Result<UniqueFd> userns = runtime::ns::OpenUserNs(pid);
-  if (!userns.ok()) return give_up(userns.status());
-  Result<UniqueFd> mount = runtime::ns::MakeIdmappedRoot(tree.get(), userns->get());
+  // The idmapped tree, made as a sandbox's root is (runtime/ns/mounts.h): nosuid, nodev.
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));  // our child, not yet reaped
+  if (!pidfd) return give_up(ErrnoStatus("pidfd_open", "build jail", errno));
+  Result<UniqueFd> mount =
+      runtime::ns::IdmapTree({.dir_fd = tree.get(), .pidfd = pidfd.get(), .pid = pid, .uid_base = uid_base});
   if (!mount.ok()) return give_up(mount.status());
   if (Status st = SendDatagram(ctl.get(), "tree", {mount->get()}, kChannel); !st.ok()) return give_up(st);
   mount->reset();

@@ -73,7 +73,11 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
     jail.run_dir = HostRunDir();
     return RunInBuildJail(jail, dir, argv, on_line);
   };
-  ASSIGN_OR_RETURN(node->pool_, storage::Pool::Open(pc));
+  if (config.pool_mount) {
+    ASSIGN_OR_RETURN(node->pool_, storage::Pool::OpenMounted(pc, *config.pool_mount));
+  } else {
+    ASSIGN_OR_RETURN(node->pool_, storage::Pool::Open(pc));
+  }
   runtime::RuntimeConfig rc;
   // Scratch dirs live on tmpfs (mkdir on ext4 costs milliseconds on the create path); the name
   // is derived from the data dir so a restarted node finds its predecessor's leftovers.

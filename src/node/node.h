@@ -51,6 +51,9 @@ struct NodeConfig {
   int workers = 4;
   bool force_overlay = false;
   uint64_t loop_image_bytes = 64ull << 30;
+  // The pool as `space dev` brought it into service while it still held CAP_SYS_ADMIN
+  // (storage::MountPool); unset: Start mounts it itself.
+  std::optional<storage::PoolMount> pool_mount;
   // Egress (DESIGN.md §5). Off: sandboxes get loopback only and egress profiles are refused.
   bool egress = true;
   std::string egress_upstream_dns;  // "ip[:port]" the gateway resolves with; default resolv.conf

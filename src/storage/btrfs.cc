@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 
 #include "common/clock.h"
 #include "common/syscall.h"
@@ -26,7 +29,21 @@ Status UtilStatus(const char* call, const std::string& path, btrfs_util_error er
   return Status(st.code(), st.message() + " [" + btrfs_util_strerror(err) + "]");
 }
 
+std::mutex route_mu;
+std::shared_ptr<const BtrfsAdminRoute> admin_route;  // GUARDED_BY(route_mu)
+
+std::shared_ptr<const BtrfsAdminRoute> Route() {
+  std::lock_guard<std::mutex> lock(route_mu);
+  return admin_route;
+}
+
 }  // namespace
+
+void SetBtrfsAdminRoute(BtrfsAdminRoute route) {
+  auto next = std::make_shared<const BtrfsAdminRoute>(std::move(route));
+  std::lock_guard<std::mutex> lock(route_mu);
+  admin_route = std::move(next);
+}
 
 bool IsOnBtrfs(const std::string& path) {
   struct statfs sf;
@@ -49,11 +66,20 @@ Status CreateSnapshot(const std::string& source, const std::string& path, bool r
 }
 
 Status DeleteSubvolume(const std::string& path) {
+  if (auto r = Route(); r && r->delete_subvolume) return r->delete_subvolume(path);
   errno = 0;
   btrfs_util_error err = btrfs_util_delete_subvolume(path.c_str(), BTRFS_UTIL_DELETE_SUBVOLUME_RECURSIVE);
   if (err == BTRFS_UTIL_OK) return Status::Ok();
   if (errno == ENOENT) return Status::Ok();
   return UtilStatus("btrfs delete subvolume", path, err);
+}
+
+Status DeleteSubvolumeAt(int parent_fd, const std::string& name) {
+  errno = 0;
+  btrfs_util_error err = btrfs_util_delete_subvolume_fd(parent_fd, name.c_str(), BTRFS_UTIL_DELETE_SUBVOLUME_RECURSIVE);
+  if (err == BTRFS_UTIL_OK) return Status::Ok();
+  if (errno == ENOENT) return Status::Ok();
+  return UtilStatus("btrfs delete subvolume", name, err);
 }
 
 bool IsSubvolume(const std::string& path) { return btrfs_util_is_subvolume(path.c_str()) == BTRFS_UTIL_OK; }
@@ -99,6 +125,7 @@ Status KeepQuotaConsistent(const std::string& path, std::string* note) {
 }
 
 Result<bool> RescanIfInconsistent(const std::string& path) {
+  if (auto r = Route(); r && r->rescan_if_inconsistent) return r->rescan_if_inconsistent(path);
   ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
   auto flag = ReadFileToString(dir + "/inconsistent", 16);
   if (!flag.ok() || flag->empty() || (*flag)[0] != '1') return false;
@@ -123,41 +150,39 @@ Result<bool> WaitForRescan(const std::string& path, int timeout_ms) {
   }
 }
 
-// libbtrfsutil has no qgroup query, so this reads the qgroup info item (0, QGROUP_INFO, id)
-// from the quota tree with a tree search, as `btrfs qgroup show` does.
 Result<uint64_t> QgroupExclusiveBytes(const std::string& subvol_path) {
   ASSIGN_OR_RETURN(uint64_t id, SubvolumeId(subvol_path));
-  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY));
-  struct btrfs_ioctl_search_args args = {};
-  args.key.tree_id = BTRFS_QUOTA_TREE_OBJECTID;
-  args.key.min_type = args.key.max_type = BTRFS_QGROUP_INFO_KEY;
-  args.key.min_offset = args.key.max_offset = id;  // level 0: qgroup id == subvolume id
-  args.key.max_transid = UINT64_MAX;
-  args.key.nr_items = 1;
-  if (::ioctl(fd.get(), BTRFS_IOC_TREE_SEARCH, &args) != 0) {
-    if (errno == ENOENT) return NotFound("btrfs quotas are off on " + subvol_path);
-    return ErrnoStatus("ioctl BTRFS_IOC_TREE_SEARCH quota tree", subvol_path, errno);
+  ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(subvol_path));
+  const std::string file = dir + "/0_" + std::to_string(id) + "/exclusive";
+  Result<std::string> text = ReadFileToString(file, 64);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return NotFound("no qgroup 0/" + std::to_string(id) + " for " + subvol_path);
+    return text.status();
   }
-  struct btrfs_ioctl_search_header h;
-  struct btrfs_qgroup_info_item info;
-  if (args.key.nr_items < 1) return NotFound("no qgroup 0/" + std::to_string(id) + " for " + subvol_path);
-  std::memcpy(&h, args.buf, sizeof h);
-  if (h.type != BTRFS_QGROUP_INFO_KEY || h.offset != id || h.len < sizeof info) {
-    return NotFound("no qgroup 0/" + std::to_string(id) + " for " + subvol_path);
-  }
-  std::memcpy(&info, args.buf + sizeof h, sizeof info);
-  return static_cast<uint64_t>(le64toh(info.excl));
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text->c_str(), &end, 10);
+  if (end == text->c_str() || errno != 0) return Internal(file + ": not a number");
+  return static_cast<uint64_t>(v);
 }
 
 Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {
-  ASSIGN_OR_RETURN(uint64_t id, SubvolumeId(subvol_path));
+  if (auto r = Route(); r && r->set_exclusive_limit) return r->set_exclusive_limit(subvol_path, bytes);
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY));
+  return SetExclusiveLimitFd(fd.get(), bytes).Annotate(subvol_path);
+}
+
+Status SetExclusiveLimitFd(int subvol_fd, uint64_t bytes) {
+  uint64_t id = 0;
+  errno = 0;
+  btrfs_util_error err = btrfs_util_subvolume_id_fd(subvol_fd, &id);
+  if (err != BTRFS_UTIL_OK) return UtilStatus("btrfs subvolume id", "qgroup limit", err);
   struct btrfs_ioctl_qgroup_limit_args args = {};
   args.qgroupid = id;  // level 0: the qgroup id is the subvolume id
   args.lim.flags = BTRFS_QGROUP_LIMIT_MAX_EXCL;
   args.lim.max_excl = bytes;
-  if (::ioctl(fd.get(), BTRFS_IOC_QGROUP_LIMIT, &args) != 0) {
-    return ErrnoStatus("ioctl BTRFS_IOC_QGROUP_LIMIT", subvol_path, errno);
+  if (::ioctl(subvol_fd, BTRFS_IOC_QGROUP_LIMIT, &args) != 0) {
+    return ErrnoStatus("ioctl BTRFS_IOC_QGROUP_LIMIT", "subvolume " + std::to_string(id), errno);
   }
   return Status::Ok();
 }

@@ -1,8 +1,15 @@
 // Thin Status-returning wrappers over libbtrfsutil and the btrfs ioctls the pool uses:
-// subvolumes, snapshots, quota groups. Stateless and thread-safe; all need CAP_SYS_ADMIN.
+// subvolumes, snapshots, quota groups. Thread-safe.
+//
+// Privilege: creating subvolumes and snapshots needs only ownership (and CAP_FOWNER for a
+// snapshot of a root-owned tree); reading a qgroup's usage and a subvolume's id need nothing
+// (sysfs, the unprivileged INO_LOOKUP). Enabling quotas, deleting a subvolume, limiting a
+// qgroup and starting or watching a rescan need CAP_SYS_ADMIN: once its pool is mounted the
+// node leaves the last three to its root broker (SetBtrfsAdminRoute).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/result.h"
@@ -17,6 +24,8 @@ Status CreateSubvolume(const std::string& path);
 Status CreateSnapshot(const std::string& source, const std::string& path, bool read_only);
 // Deletes subvolume `path` and any subvolumes nested below it. OK if absent.
 Status DeleteSubvolume(const std::string& path);
+// The same for subvolume `name` (one path component) of directory `parent_fd`.
+Status DeleteSubvolumeAt(int parent_fd, const std::string& name);
 bool IsSubvolume(const std::string& path);
 Result<uint64_t> SubvolumeId(const std::string& path);
 
@@ -42,11 +51,24 @@ Status KeepQuotaConsistent(const std::string& path, std::string* note);
 Result<bool> RescanIfInconsistent(const std::string& path);
 // Waits up to `timeout_ms` for a running quota rescan to end; true when none runs any more.
 Result<bool> WaitForRescan(const std::string& path, int timeout_ms);
-// Bytes referenced only by subvolume `subvol_path` (its level-0 qgroup's "excl"), as of the
-// last committed transaction: syncfs first for an up-to-date figure. not_found when quotas
-// are off or the qgroup does not exist.
+// Bytes referenced only by subvolume `subvol_path` (its level-0 qgroup's "excl", read from
+// /sys/fs/btrfs/<fsid>/qgroups/0_<id>/exclusive), as of the last committed transaction:
+// syncfs first for an up-to-date figure. not_found when quotas are off or the qgroup does
+// not exist.
 Result<uint64_t> QgroupExclusiveBytes(const std::string& subvol_path);
 // Limits the exclusive bytes of subvolume `subvol_path` (its level-0 qgroup 0/<id>).
 Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
+// The same for the subvolume whose root directory is open as `subvol_fd`.
+Status SetExclusiveLimitFd(int subvol_fd, uint64_t bytes);
+
+// Where DeleteSubvolume, SetExclusiveLimit and RescanIfInconsistent go from now on: the
+// node's root broker (broker/broker_client.h), which acts only on its pool's trees. Each
+// member empty: that act runs here. Thread-safe.
+struct BtrfsAdminRoute {
+  std::function<Status(const std::string& path)> delete_subvolume;
+  std::function<Status(const std::string& subvol_path, uint64_t bytes)> set_exclusive_limit;
+  std::function<Result<bool>(const std::string& pool_path)> rescan_if_inconsistent;
+};
+void SetBtrfsAdminRoute(BtrfsAdminRoute route);
 
 }  // namespace space::storage

@@ -370,6 +370,10 @@ class PoolImpl final : public Pool {
 
 Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
   ASSIGN_OR_RETURN(PoolMount m, MountPool(config));
+  return OpenMounted(config, m);
+}
+
+Result<std::unique_ptr<Pool>> Pool::OpenMounted(const PoolConfig& config, const PoolMount& m) {
   std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
   auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled,
                                          config.build_runner);

@@ -51,11 +51,20 @@ struct PoolConfig {
   ToolRunner build_runner;                     // builds "base"; empty: "base" cannot be built
 };
 
+// A pool brought into service (pool_mount.h MountPool).
+struct PoolMount {
+  std::string pool_dir;        // <data_dir>/pool
+  bool btrfs = false;          // false: overlay fallback
+  bool quota_enabled = false;  // btrfs qgroups on (disk limits enforceable)
+};
+
 class Pool {
  public:
   // Mounts or creates the pool (native btrfs, loop-backed btrfs, else overlay fallback).
   // Idempotent across restarts: an existing pool mount is reused.
   static Result<std::unique_ptr<Pool>> Open(const PoolConfig& config);
+  // The same over a pool MountPool has already brought into service.
+  static Result<std::unique_ptr<Pool>> OpenMounted(const PoolConfig& config, const PoolMount& mounted);
   virtual ~Pool() = default;
 
   virtual std::string kind() const = 0;  // "btrfs" or "overlay"

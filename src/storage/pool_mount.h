@@ -10,12 +10,8 @@
 
 namespace space::storage {
 
-struct PoolMount {
-  std::string pool_dir;        // <data_dir>/pool
-  bool btrfs = false;          // false: overlay fallback
-  bool quota_enabled = false;  // btrfs qgroups on (disk limits enforceable)
-};
-
+// Needs the host privileges (loop devices, mount, quota control and rescans); `space dev`
+// calls it before it gives CAP_SYS_ADMIN up, then opens the pool with Pool::OpenMounted.
 Result<PoolMount> MountPool(const PoolConfig& config);
 
 }  // namespace space::storage

@@ -70,6 +70,12 @@ class BuildJailTest(unittest.TestCase):
             self.assertEqual(d["stdout"].strip(), "0 True", d)
             st, d = s.exec(sid, ["bash", "-c", "stat -c '%u:%g %a' /etc/shadow /usr/bin/passwd"], timeout_s=30)
             self.assertEqual(d["stdout"].split(), ["0:42", "640", "0:0", "4755"], d)
+            # The sandbox conventions the node adds after debootstrap, and no .deb cache kept.
+            st, d = s.exec(sid, ["bash", "-c", "grep ^user: /etc/passwd; grep -c ^user: /etc/shadow; "
+                                 "grep -c ^VERSION_CODENAME=bookworm /etc/os-release; ls /var/cache/apt/archives | grep -c '[.]deb$'"],
+                           timeout_s=30)
+            self.assertEqual(d["stdout"].split("\n")[:4],
+                             ["user:x:1000:1000:user:/home/user:/bin/bash", "1", "1", "0"], d)
         finally:
             done.set()
             watcher.join()

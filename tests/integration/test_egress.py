@@ -494,10 +494,17 @@ class EgressTest(unittest.TestCase):
 
     def test_audit_records_each_decision_and_no_secret(self):
         self.sh("curl -s -m 10 http://api.test.example/audited; curl -s -m 10 http://%s/denied" % UPSTREAM_IP)
-        events = self.audit("egress")
-        allowed = [e for e in events if e["action"] == "allow" and e["detail"].get("host") == "api.test.example"
-                   and e["detail"].get("proto") == "http"]
-        denied = [e for e in events if e["action"] == "deny" and e["detail"].get("host") == UPSTREAM_IP]
+        # The gateway worker reports each decision over its channel and the node stores it: a
+        # record may land just after the sandbox's curl has returned.
+        deadline = time.monotonic() + 10
+        while True:
+            events = self.audit("egress")
+            allowed = [e for e in events if e["action"] == "allow" and e["detail"].get("host") == "api.test.example"
+                       and e["detail"].get("proto") == "http"]
+            denied = [e for e in events if e["action"] == "deny" and e["detail"].get("host") == UPSTREAM_IP]
+            if (allowed and denied) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         self.assertTrue(allowed and denied, events[:5])
         self.assertIn("bytes_down", allowed[0]["detail"])
         st, everything = self.s.json("GET", "/v1/audit?limit=1000")

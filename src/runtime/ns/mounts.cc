@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
+#include <mutex>
 
 #include "common/syscall.h"
+#include "runtime/ns/userns.h"
 
 namespace space::runtime::ns {
 namespace {
@@ -79,6 +82,28 @@ Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd) {
     return ErrnoStatus("mount_setattr", "MOUNT_ATTR_IDMAP rootfs", errno);
   }
   return tree;
+}
+
+namespace {
+std::mutex idmap_route_mu;
+std::shared_ptr<const IdmapRoute> idmap_route;  // GUARDED_BY(idmap_route_mu)
+}  // namespace
+
+void SetIdmapRoute(IdmapRoute r) {
+  auto next = r ? std::make_shared<const IdmapRoute>(std::move(r)) : nullptr;
+  std::lock_guard<std::mutex> lock(idmap_route_mu);
+  idmap_route = std::move(next);
+}
+
+Result<UniqueFd> IdmapTree(const IdmapRequest& request) {
+  std::shared_ptr<const IdmapRoute> r;
+  {
+    std::lock_guard<std::mutex> lock(idmap_route_mu);
+    r = idmap_route;
+  }
+  if (r) return (*r)(request);
+  ASSIGN_OR_RETURN(UniqueFd userns, OpenUserNs(request.pid));
+  return MakeIdmappedRoot(request.dir_fd, userns.get());
 }
 
 void AppendMountOps(const MountPlanOptions& options, PlanStorage* s) {

@@ -5,6 +5,9 @@
 // cloned child and are async-signal-safe.
 #pragma once
 
+#include <sys/types.h>
+
+#include <functional>
 #include <string>
 
 #include "common/result.h"
@@ -30,6 +33,21 @@ Status EnsureMountPoints(int rootfs_fd);
 // on-disk uid 0 appears as uid 0 inside the sandbox (host uid_base). Also nodev and
 // nosuid: device nodes in a template must not open host devices.
 Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd);
+
+// The same for the user namespace of the child `pid` (pidfd `pidfd`), which maps root to the
+// uid slot starting at `uid_base`. Cloning a tree takes CAP_SYS_ADMIN on the host, which the
+// node leaves to its root broker: the node installs a route once (SetIdmapRoute; the broker's
+// idmap_tree clones only its pool's sandbox roots and template builds); without one, this
+// process makes the clone itself.
+struct IdmapRequest {
+  int dir_fd = -1;
+  int pidfd = -1;
+  pid_t pid = -1;
+  uint32_t uid_base = 0;
+};
+using IdmapRoute = std::function<Result<UniqueFd>(const IdmapRequest&)>;
+void SetIdmapRoute(IdmapRoute route);  // thread-safe; empty: clone here
+Result<UniqueFd> IdmapTree(const IdmapRequest& request);
 
 struct MountPlanOptions {
   std::string dev_shm_size;  // tmpfs size= for /dev/shm, e.g. "536870912"

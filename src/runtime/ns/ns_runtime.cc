@@ -320,8 +320,8 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
 
   UniqueFd root_mount;
   RETURN_IF_ERROR(run(Step::kIdmapRoot, [&]() -> Status {
-    ASSIGN_OR_RETURN(UniqueFd userns, ns::OpenUserNs(child.pid));
-    ASSIGN_OR_RETURN(root_mount, ns::MakeIdmappedRoot(rootfs_fd.get(), userns.get()));
+    ASSIGN_OR_RETURN(root_mount, ns::IdmapTree({.dir_fd = rootfs_fd.get(), .pidfd = child.pidfd.get(),
+                                                .pid = child.pid, .uid_base = spec.uid_base}));
     return Status::Ok();
   }));
 
