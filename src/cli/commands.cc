@@ -146,7 +146,11 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "gateway-worker") return RunGatewayWorkerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "broker") return RunBrokerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "api-front") return RunFrontCommand(argc, argv);
-  if (argc >= 2 && std::string(argv[1]) == "build-jail") return node::BuildJailMain(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "build-jail") {
+    int code = node::BuildJailMain(argc, argv);
+    std::fflush(nullptr);
+    ::_exit(code);  // no exit-time handlers in the jail's namespaces
+  }
   CLI::App app{"SPACE: sandboxes for agentic code execution"};
   app.require_subcommand(1);
   bool json = false;
