@@ -98,6 +98,14 @@ constexpr int kHostOnlyCapabilities[] = {
 // other processes' map_files). Dropped with the host-only ones.
 constexpr int kUnusedCapabilities[] = {CAP_IPC_LOCK, CAP_IPC_OWNER, CAP_SYS_RESOURCE, CAP_CHECKPOINT_RESTORE};
 
+// Capabilities the node used only while it started (or for tools it no longer runs as root):
+// chroot (debootstrap now runs in the build jail, and the API front chroots from a user
+// namespace of its own), audit records (no login tool runs unjailed), and CAP_SETPCAP, which
+// shrinks a bounding set: its helpers, sandboxes and VMMs empty theirs inside their own user
+// namespaces. Dropped with the last set, when nothing needs them any more (CAP_SETPCAP is
+// still what lets that very call drop bounding-set bits).
+constexpr int kNodeUnusedAfterStart[] = {CAP_SYS_CHROOT, CAP_AUDIT_WRITE, CAP_SETPCAP};
+
 int RunDev(const DevOptions& options) {
   if (::geteuid() != 0) {
     std::cerr << "space dev: must run as root (it creates namespaces, cgroups and the storage pool)\n";
@@ -162,6 +170,7 @@ int RunDev(const DevOptions& options) {
       .rescan_if_inconsistent = [b = broker->get()](const std::string&) { return b->RescanQuotaIfInconsistent(); },
   });
   std::vector<int> node_drop(std::begin(broker::kNodeDroppedCapabilities), std::end(broker::kNodeDroppedCapabilities));
+  node_drop.insert(node_drop.end(), std::begin(kNodeUnusedAfterStart), std::end(kNodeUnusedAfterStart));
   // On a btrfs pool nothing the node does needs CAP_SYS_ADMIN any more. An overlay pool
   // (no btrfs possible) mounts each sandbox's overlay in the node, which keeps it then.
   if (pool_mount->btrfs) {
