@@ -131,11 +131,14 @@ int RunFront(int channel_fd, int listen_fd, pid_t node_pid) {
   hc.listen_fd = listen_fd;
   Forwarder forwarder(channel_fd);
   api::HttpServer server(hc, [&forwarder](api::Request& req, api::Responder& res) { forwarder.Handle(req, res); });
+  // "ready" before the first accept: a client already waiting in the listen queue (one that
+  // connected while the previous front was being replaced) is forwarded at once, and its
+  // datagram must not reach the node ahead of "ready", which would take it for a failed start.
+  if (Status st = SendDatagram(channel_fd, "ready", {}, api::kConnectionChannelLimits); !st.ok()) return 1;
   if (auto port = server.Start(); !port.ok()) {
     std::cerr << "space api-front: " << port.status().ToString() << "\n";
-    return 1;
+    return 1;  // the node sees the channel close and starts another front
   }
-  if (Status st = SendDatagram(channel_fd, "ready", {}, api::kConnectionChannelLimits); !st.ok()) return 1;
   // The node never writes to the channel: it becomes readable (EOF) or hangs up when the node
   // closes it, at shutdown or on its death.
   pollfd p{channel_fd, POLLIN | POLLRDHUP, 0};

@@ -61,7 +61,7 @@ Result<UniqueFd> FrontProcess::Spawn() {
     return st;
   };
   if (!pidfd.valid()) return fail(ErrnoStatus("pidfd_open", "API front", errno));
-  // Its first datagram says it dropped root and is accepting; exiting instead closes the channel.
+  // Its first datagram says it dropped root and accepts next; exiting instead closes the channel.
   pollfd p{mine.get(), POLLIN, 0};
   if (RetryEintr([&] { return ::poll(&p, 1, kReadyTimeoutMs); }) <= 0) {
     return fail(DeadlineExceeded("API front: not ready in 10 s"));

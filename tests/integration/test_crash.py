@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -85,6 +86,11 @@ class CrashTest(unittest.TestCase):
         old = api_fronts(node)
         self.assertEqual(len(old), 1, old)
         os.kill(old[0], signal.SIGKILL)
+        # A client that connects while no front accepts waits in the listen queue and is served
+        # by the next front (whose first accept must not race its "ready" to the node).
+        queued = {}
+        waiter = threading.Thread(target=lambda: queued.update(r=self.s.exec(sid, ["echo", "queued"])))
+        waiter.start()
         new = []
         for _ in range(100):
             new = [p for p in api_fronts(node) if p != old[0] and pid_alive(p)]
@@ -93,6 +99,9 @@ class CrashTest(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(len(new), 1, self.s.log_tail())
         self.assertFalse(pid_alive(old[0]))
+        waiter.join(60)
+        self.assertEqual(queued.get("r", (None, {}))[0], 200, queued)
+        self.assertEqual(queued["r"][1].get("stdout"), "queued\n", queued)
         st, d = self.s.exec(sid, ["echo", "still here"])
         self.assertEqual((st, d.get("stdout")), (200, "still here\n"), d)
         self.assertEqual(self.s.proc.poll(), None)
