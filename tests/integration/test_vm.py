@@ -14,7 +14,10 @@ from harness import Server, is_root, node_cgroup_name  # noqa: E402
 QEMU = "/usr/bin/qemu-system-x86_64"
 VM = {"runtime": "vm", "memory_mb": 256}
 RAND = "head -c 16 /dev/urandom | od -An -tx1"
-COUNTER = "i=0; while true; do i=$((i+1)); echo $i > /dev/shm/count; sleep 0.2; done"
+# The counter renames a whole file into place: a plain `echo > count` truncates first, and a
+# read between the truncate and the write saw an empty file (count 0 after a resume, in CI).
+COUNTER = ("i=0; while true; do i=$((i+1)); echo $i > /dev/shm/count.tmp; "
+           "mv /dev/shm/count.tmp /dev/shm/count; sleep 0.2; done")
 
 
 def vm_pids(data_dir):
@@ -68,13 +71,18 @@ class VmTest(unittest.TestCase):
         self.assertEqual(st, 200, d)
         return d["stdout"]
 
-    def count(self, sid):
-        return int(self.sh(sid, "cat /dev/shm/count").strip() or "0")
+    def count(self, sid, missing_ok=False):
+        st, d = self.s.exec(sid, ["cat", "/dev/shm/count"])
+        self.assertEqual(st, 200, d)
+        if missing_ok and d["exit_code"] != 0:
+            return 0  # not written yet (a lost file ends in the timeout below)
+        self.assertEqual(d["exit_code"], 0, d)  # after a restore: the guest lost its memory
+        return int(d["stdout"].strip())
 
     def wait_count_above(self, sid, floor, timeout=20):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            c = self.count(sid)
+            c = self.count(sid, missing_ok=True)
             if c > floor:
                 return c
             time.sleep(0.3)
