@@ -151,7 +151,7 @@ bool IsIdmappablePoolPath(const std::string& pool, const std::string& path) {
     rest.remove_prefix(10);
     size_t slash = rest.find('/');
     std::string_view id = rest.substr(0, slash);
-    return AllOf(id, 1, kMaxSandboxIdLen, IsIdChar) && (slash == std::string_view::npos || rest.substr(slash) == "/merged");
+    return slash == std::string_view::npos && AllOf(id, 1, kMaxSandboxIdLen, IsIdChar);
   }
   if (rest.rfind("templates/tmp-", 0) == 0) return AllOf(rest.substr(14), 16, 16, IsHexChar);
   return false;
@@ -191,6 +191,29 @@ Result<pid_t> NodeChildOfPidfd(int pidfd, std::string_view op) {
     return PermissionDenied(what + ": process " + std::to_string(pid) + " is not a child of the node");
   }
   return pid;
+}
+
+Result<ChildUserns> OpenChildUserns(int pidfd, std::string_view op) {
+  const std::string what(op);
+  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd, op));
+  ChildUserns child;
+  ASSIGN_OR_RETURN(child.proc, OpenFd("/proc/" + std::to_string(pid), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  // Alive after the open: the directory is that process's, whatever later reuses the pid.
+  if (!PidfdAlive(pidfd)) return NotFound(what + ": the process exited");
+  // A magic link of procfs, followed on purpose: to the namespace of the process checked above.
+  ASSIGN_OR_RETURN(child.userns, OpenAt(child.proc.get(), "ns/user", O_RDONLY));
+  ASSIGN_OR_RETURN(UniqueFd own, OpenFd("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
+  if (SameFile(child.userns.get(), own.get())) {
+    return PermissionDenied(what + ": the process is in the host's user namespace");
+  }
+  // A namespace the child made itself, right under the host's: never one nested deeper, whose
+  // ids would be another namespace's.
+  UniqueFd parent(::ioctl(child.userns.get(), NS_GET_PARENT));
+  if (!parent.valid()) return ErrnoStatus("ioctl", "NS_GET_PARENT", errno);
+  if (!SameFile(parent.get(), own.get())) {
+    return PermissionDenied(what + ": the process's user namespace is not a child of the host's");
+  }
+  return child;
 }
 
 Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
@@ -370,28 +393,12 @@ Result<nlohmann::json> Broker::CgroupAttach(const Request& request, int pidfd) {
 }
 
 Result<nlohmann::json> Broker::UsernsMap(const Request& request, int pidfd) {
-  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd, "userns_map"));
-  ASSIGN_OR_RETURN(UniqueFd proc, OpenFd("/proc/" + std::to_string(pid), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  // Alive after the open: the directory is that process's, whatever later reuses the pid.
-  if (!PidfdAlive(pidfd)) return NotFound("userns_map: the process exited");
-  // A magic link of procfs, followed on purpose: to the namespace of the process checked above.
-  ASSIGN_OR_RETURN(UniqueFd userns, OpenAt(proc.get(), "ns/user", O_RDONLY));
-  ASSIGN_OR_RETURN(UniqueFd own, OpenFd("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
-  if (SameFile(userns.get(), own.get())) {
-    return PermissionDenied("userns_map: the process is in the host's user namespace");
-  }
-  // A namespace the child made itself, right under the host's: never one nested deeper, whose
-  // ids would be another namespace's.
-  UniqueFd parent(::ioctl(userns.get(), NS_GET_PARENT));
-  if (!parent.valid()) return ErrnoStatus("ioctl", "NS_GET_PARENT", errno);
-  if (!SameFile(parent.get(), own.get())) {
-    return PermissionDenied("userns_map: the process's user namespace is not a child of the host's");
-  }
+  ASSIGN_OR_RETURN(ChildUserns child, OpenChildUserns(pidfd, "userns_map"));
   if (request.kvm_gid != 0) RETURN_IF_ERROR(CheckKvmGroup(request.kvm_gid));
   const uint32_t base = HostSlots::UidBase(request.uid_slot);
   // The kernel refuses a second write of either map, so a mapped namespace cannot be remapped.
-  RETURN_IF_ERROR(WriteMap(proc.get(), "uid_map", runtime::ns::UidMapText(request.shape, base)));
-  RETURN_IF_ERROR(WriteMap(proc.get(), "gid_map",
+  RETURN_IF_ERROR(WriteMap(child.proc.get(), "uid_map", runtime::ns::UidMapText(request.shape, base)));
+  RETURN_IF_ERROR(WriteMap(child.proc.get(), "gid_map",
                            runtime::ns::GidMapText(request.shape, base, static_cast<gid_t>(request.kvm_gid))));
   return nlohmann::json::object();
 }
@@ -401,12 +408,15 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
   // Never another host directory: an idmapped clone of one would hand the ownership of its
   // files to whoever is root of the namespace.
   ASSIGN_OR_RETURN(std::string path, PoolPathOf(dir_fd, "idmap_tree", IsIdmappablePoolPath));
+  // And a subvolume's own root: the kernel refuses hard links across subvolumes (EXDEV), so no
+  // host file can have been linked into the tree first, whatever filesystem holds the pool.
+  if (!storage::IsSubvolumeFd(dir_fd)) {
+    return PermissionDenied("idmap_tree: " + path + " is not a btrfs subvolume");
+  }
   // For whom: a child of the node whose own user namespace, right under the host's, maps root
   // to exactly this leased slot (so never the VMM's, the front's or the worker's one-id maps).
-  ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(pidfd, "idmap_tree"));
-  ASSIGN_OR_RETURN(UniqueFd proc, OpenFd("/proc/" + std::to_string(pid), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  ASSIGN_OR_RETURN(UniqueFd userns, OpenAt(proc.get(), "ns/user", O_RDONLY));
-  ASSIGN_OR_RETURN(UniqueFd map_fd, OpenAt(proc.get(), "uid_map", O_RDONLY | O_NOFOLLOW));
+  ASSIGN_OR_RETURN(ChildUserns child, OpenChildUserns(pidfd, "idmap_tree"));
+  ASSIGN_OR_RETURN(UniqueFd map_fd, OpenAt(child.proc.get(), "uid_map", O_RDONLY | O_NOFOLLOW));
   char map[256];
   ssize_t m = ::read(map_fd.get(), map, sizeof map - 1);
   if (m < 0) return ErrnoStatus("read", "uid_map", errno);
@@ -415,17 +425,12 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
     return PermissionDenied("idmap_tree: the process is not root of a namespace of uid slot " +
                             std::to_string(request.uid_slot));
   }
-  ASSIGN_OR_RETURN(UniqueFd own, OpenFd("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
-  UniqueFd parent(::ioctl(userns.get(), NS_GET_PARENT));
-  if (!parent.valid() || !SameFile(parent.get(), own.get())) {
-    return PermissionDenied("idmap_tree: the process's user namespace is not a child of the host's");
-  }
   long tree = ::syscall(SYS_open_tree, dir_fd, "", kIdmapCloneFlags);
   if (tree < 0) return ErrnoStatus("open_tree", path, errno);
   UniqueFd clone(static_cast<int>(tree));
   mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
-  attr.userns_fd = static_cast<uint64_t>(userns.get());
+  attr.userns_fd = static_cast<uint64_t>(child.userns.get());
   if (::syscall(SYS_mount_setattr, clone.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
     return ErrnoStatus("mount_setattr", "MOUNT_ATTR_IDMAP " + path, errno);
   }

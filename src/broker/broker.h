@@ -119,8 +119,9 @@ class Broker {
 };
 
 // Whether `path` (a directory's path as /proc/self/fd shows it) is one idmap_tree may clone
-// under `pool` (canonical): a sandbox root, sandboxes/<id> or, on an overlay pool,
-// sandboxes/<id>/merged; or a template build's scratch tree, templates/tmp-<16 hex>.
+// under `pool` (canonical): a sandbox root, sandboxes/<id>, or a template build's scratch
+// tree, templates/tmp-<16 hex>. (Never an overlay pool's sandboxes/<id>/merged: the kernel does
+// not idmap overlayfs mounts, and idmap_tree also wants a btrfs subvolume.)
 // Exposed for tests.
 bool IsIdmappablePoolPath(const std::string& pool, const std::string& path);
 // The directories subvol_delete deletes in: sandboxes/, snapshots/ and templates/ of the pool.
@@ -150,6 +151,13 @@ int Serve(int fd, Broker* broker);
 // process, never the node), and returns its pid. `op` names the request in errors. Exposed
 // for tests.
 Result<pid_t> NodeChildOfPidfd(int pidfd, std::string_view op = "kill_child");
+// A child of the node (NodeChildOfPidfd) in a user namespace it made itself right under the
+// host's: its /proc directory and that namespace. `op` names the request in errors.
+struct ChildUserns {
+  UniqueFd proc;
+  UniqueFd userns;
+};
+Result<ChildUserns> OpenChildUserns(int pidfd, std::string_view op);
 
 // The broker process's main: checks that `node_pid` is its parent, drops every capability
 // but kBrokerCapabilities, loads its seccomp filter, and serves the node on `fd` until the

@@ -433,10 +433,9 @@ TEST_F(BrokerRootTest, MapsOnlyFreshUserNamespacesOfTheNodesChildrenOverItsSocke
 TEST(IdmapPathTest, OnlySandboxRootsAndTemplateBuildsOfThePool) {
   const std::string pool = "/var/lib/space/pool";
   EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/sandboxes/sbx_A-1"));
-  EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/sandboxes/sbx_1/merged"));
   EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/templates/tmp-0123456789abcdef"));
   for (const std::string& bad : std::vector<std::string>{pool, pool + "/", pool + "/sandboxes", pool + "/sandboxes/", pool + "/sandboxes/..",
-                                pool + "/sandboxes/.sbx_1.new", pool + "/sandboxes/sbx_1/upper",
+                                pool + "/sandboxes/.sbx_1.new", pool + "/sandboxes/sbx_1/upper", pool + "/sandboxes/sbx_1/merged",
                                 pool + "/sandboxes/sbx_1/merged/etc", pool + "/snapshots/snap_1",
                                 pool + "/templates/sha256-00", pool + "/templates/tmp-0123456789abcde",
                                 pool + "/templates/tmp-0123456789abcdef0", pool + "/templates/tmp-0123456789ABCDEF",
@@ -454,11 +453,18 @@ TEST(IdmapPathTest, OnlySandboxRootsAndTemplateBuildsOfThePool) {
 TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
   char tmpl[] = "/var/tmp/broker_idmap.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string pool = std::string(tmpl) + "/pool";
-  for (const std::string& d : std::vector<std::string>{pool, pool + "/sandboxes", pool + "/sandboxes/sbx_1", pool + "/templates",
-                              pool + "/templates/tmp-0123456789abcdef", pool + "/snapshots", pool + "/snapshots/snap_1"}) {
-    ASSERT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
-  }
+  storage::PoolConfig pc;
+  pc.data_dir = tmpl;
+  pc.loop_image_bytes = 1ull << 30;
+  Result<storage::PoolMount> m = storage::MountPool(pc);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const std::string pool = m->pool_dir;
+  ASSERT_TRUE(storage::CreateSubvolume(pool + "/sandboxes/sbx_1").ok());
+  ASSERT_TRUE(storage::CreateSubvolume(pool + "/templates/tmp-0123456789abcdef").ok());
+  ASSERT_TRUE(storage::CreateSnapshot(pool + "/sandboxes/sbx_1", pool + "/snapshots/snap_1", /*read_only=*/false).ok());
+  // A plain directory where a sandbox root belongs: a hard link from elsewhere on the same
+  // filesystem could sit in it, so it is refused whatever its name.
+  ASSERT_EQ(::mkdir((pool + "/sandboxes/sbx_plain").c_str(), 0700), 0);
   ASSERT_EQ(::symlink((pool + "/snapshots/snap_1").c_str(), (pool + "/sandboxes/sbx_link").c_str()), 0);
   const std::string uid_dir = std::string(tmpl) + "/uid-slots";
   Child sandbox, vmm, unleased, host;
@@ -491,7 +497,7 @@ TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
       EXPECT_EQ(st.st_uid, base) << ok;
     }
     for (const std::string& bad : std::vector<std::string>{pool + "/snapshots/snap_1", pool, pool + "/sandboxes", std::string("/etc"),
-                                  pool + "/sandboxes/sbx_link", std::string(tmpl)}) {
+                                  pool + "/sandboxes/sbx_link", pool + "/sandboxes/sbx_plain", std::string(tmpl)}) {
       EXPECT_EQ(idmap(bad, sandbox, base).status().code(), StatusCode::kPermissionDenied) << bad;
     }
     // Not a sandbox-shaped namespace of that slot (the VMM's one-id map), a slot not leased
@@ -501,6 +507,7 @@ TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
     EXPECT_EQ(idmap(pool + "/sandboxes/sbx_1", host, base).status().code(), StatusCode::kPermissionDenied);
   }
   ExpectCleanExit(broker.pid);
+  ASSERT_EQ(::umount2(pool.c_str(), MNT_DETACH), 0);
   ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 

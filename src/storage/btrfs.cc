@@ -84,6 +84,8 @@ Status DeleteSubvolumeAt(int parent_fd, const std::string& name) {
 
 bool IsSubvolume(const std::string& path) { return btrfs_util_is_subvolume(path.c_str()) == BTRFS_UTIL_OK; }
 
+bool IsSubvolumeFd(int fd) { return btrfs_util_is_subvolume_fd(fd) == BTRFS_UTIL_OK; }
+
 Result<uint64_t> SubvolumeId(const std::string& path) {
   uint64_t id = 0;
   errno = 0;

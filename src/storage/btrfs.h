@@ -27,6 +27,8 @@ Status DeleteSubvolume(const std::string& path);
 // The same for subvolume `name` (one path component) of directory `parent_fd`.
 Status DeleteSubvolumeAt(int parent_fd, const std::string& name);
 bool IsSubvolume(const std::string& path);
+// The same for what directory `fd` names (an O_PATH descriptor will do).
+bool IsSubvolumeFd(int fd);
 Result<uint64_t> SubvolumeId(const std::string& path);
 
 // Turns on quota groups for the filesystem holding `path` (no-op when already on).
