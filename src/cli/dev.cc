@@ -116,6 +116,32 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: --listen must be ADDR:PORT\n";
     return 2;
   }
+  // Every flag is checked before anything is bound, mounted or made: a refused start leaves
+  // nothing behind (a bad --warm-pool once left a pool mounted under its --data-dir).
+  const bool fleet = !options.node_name.empty();
+  std::string fleet_token;
+  if (fleet) {
+    if (options.store.empty()) {
+      std::cerr << "space node: --store must name the fleet's shared store (postgres://...)\n";
+      return 2;
+    }
+    auto token = ReadFleetToken(options.fleet_token_file);
+    if (!token.ok()) {
+      std::cerr << "space node: " << token.status().ToString() << "\n";
+      return 2;
+    }
+    fleet_token = *token;
+  }
+  auto warm = node::ParseWarmPoolSpec(options.warm_pool);
+  if (!warm.ok()) {
+    std::cerr << "space dev: " << warm.status().message() << "\n";
+    return 2;
+  }
+  api::RateLimit rate_limit;
+  if (!api::ParseRateLimit(options.api_rate_limit, &rate_limit)) {
+    std::cerr << "space dev: --api-rate-limit must be RATE[:BURST] (requests per second)\n";
+    return 2;
+  }
   // The API's socket, bound first: binding below 1024 is the only use of CAP_NET_BIND_SERVICE
   // (the gateway binds high ports), which then goes with the rest. The node never accepts on
   // it: its API front does (front/front.h).
@@ -187,30 +213,6 @@ int RunDev(const DevOptions& options) {
   if (Status st = node::LoadNodeSeccomp(); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
-  }
-  const bool fleet = !options.node_name.empty();
-  std::string fleet_token;
-  if (fleet) {
-    if (options.store.empty()) {
-      std::cerr << "space node: --store must name the fleet's shared store (postgres://...)\n";
-      return 2;
-    }
-    auto token = ReadFleetToken(options.fleet_token_file);
-    if (!token.ok()) {
-      std::cerr << "space node: " << token.status().ToString() << "\n";
-      return 2;
-    }
-    fleet_token = *token;
-  }
-  auto warm = node::ParseWarmPoolSpec(options.warm_pool);
-  if (!warm.ok()) {
-    std::cerr << "space dev: " << warm.status().message() << "\n";
-    return 2;
-  }
-  api::RateLimit rate_limit;
-  if (!api::ParseRateLimit(options.api_rate_limit, &rate_limit)) {
-    std::cerr << "space dev: --api-rate-limit must be RATE[:BURST] (requests per second)\n";
-    return 2;
   }
   RaiseFdLimit();
   // Writes to a client that went away must fail with EPIPE, not kill the server.

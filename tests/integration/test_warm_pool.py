@@ -3,8 +3,10 @@ exactly like cold ones, the pool refills, /metrics shows it, and neither a clean
 kill -9 leaves anything behind (cgroups, roots, mounts, processes) for this server's data dir."""
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -204,11 +206,21 @@ class WarmPoolTest(unittest.TestCase):
 @unittest.skipUnless(is_root(), "needs root")
 class WarmPoolFlagTest(unittest.TestCase):
     def test_hostile_flag_is_refused(self):
-        for bad in ("busybox=-1", "busybox=9999", "../x=1", "busybox", "busybox=1,busybox=2", "a" * 5000 + "=1"):
-            r = subprocess.run([SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", "/nonexistent/x",
-                                "--warm-pool", bad], capture_output=True, text=True, timeout=30)
-            self.assertEqual(r.returncode, 2, (bad, r.stderr))
-            self.assertIn("--warm-pool", r.stderr)
+        # Refused before anything is made: no data dir, no pool image, no mount left behind.
+        parent = tempfile.mkdtemp(prefix="space-flag-")
+        data_dir = os.path.join(parent, "never")
+        try:
+            for bad in ("busybox=-1", "busybox=9999", "../x=1", "busybox", "busybox=1,busybox=2", "a" * 5000 + "=1"):
+                r = subprocess.run([SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
+                                    "--warm-pool", bad], capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 2, (bad, r.stderr))
+                self.assertIn("--warm-pool", r.stderr)
+                self.assertFalse(os.path.exists(data_dir), bad)
+        finally:
+            with open("/proc/self/mountinfo") as f:
+                if " %s/" % parent in f.read():
+                    subprocess.run(["umount", "-l", os.path.join(data_dir, "pool")])
+            shutil.rmtree(parent, ignore_errors=True)
 
 
 if __name__ == "__main__":
