@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -353,6 +354,17 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
       return SubvolDelete(request, fds.at(0).get());
     case Op::kQgroupLimit:
       return QgroupLimit(request, fds.at(0).get());
+    case Op::kChildNice: {
+      ASSIGN_OR_RETURN(pid_t pid, NodeChildOfPidfd(fds.at(0).get(), "child_nice"));
+      if (::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), static_cast<int>(request.nice)) != 0) {
+        return ErrnoStatus("setpriority", "child " + std::to_string(pid), errno);
+      }
+      // The pid set is the checked process's only while that process lives.
+      if (!PidfdAlive(fds.at(0).get())) return NotFound("child_nice: the process exited");
+      return nlohmann::json::object();
+    }
+    case Op::kNodeThreadNice:
+      return NodeThreadNice(request);
     case Op::kQuotaRescan: {
       if (pool_dir_.empty()) return Conflict("broker: started without a storage pool");
       ASSIGN_OR_RETURN(bool started, storage::RescanIfInconsistent(pool_dir_));
@@ -435,6 +447,22 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
     return ErrnoStatus("mount_setattr", "MOUNT_ATTR_IDMAP " + path, errno);
   }
   reply_fds->push_back(std::move(clone));
+  return nlohmann::json::object();
+}
+
+Result<nlohmann::json> Broker::NodeThreadNice(const Request& request) {
+  // A thread of the node now: its directory under the node's /proc entry, opened first so that
+  // the check after the act tells whether that thread lived through it.
+  const std::string task = "/proc/" + std::to_string(::getppid()) + "/task/" + std::to_string(request.tid);
+  Result<UniqueFd> dir = OpenFd(task, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (!dir.ok()) {
+    return PermissionDenied("node_thread_nice: " + std::to_string(request.tid) + " is not a thread of the node");
+  }
+  if (::setpriority(PRIO_PROCESS, static_cast<id_t>(request.tid), static_cast<int>(request.nice)) != 0) {
+    return ErrnoStatus("setpriority", "thread " + std::to_string(request.tid), errno);
+  }
+  // Its files answer only while it lives (ESRCH after): then the tid set may have been reused.
+  if (!OpenAt(dir->get(), "stat", O_RDONLY).ok()) return NotFound("node_thread_nice: the thread exited");
   return nlohmann::json::object();
 }
 

@@ -43,22 +43,23 @@
 
 namespace space::broker {
 
-// The only capabilities the broker process keeps; the node drops them (but CAP_SYS_NICE,
-// which the node still uses). CAP_SETUID and CAP_SETGID write the
+// The only capabilities the broker process keeps; the node drops them. CAP_SETUID and CAP_SETGID write the
 // id maps of the user namespaces the node's children make (userns_map); the broker's seccomp
 // filter refuses it every set*id call of its own. CAP_KILL: a v1 cgroup is emptied by
 // SIGKILLing its sandbox-uid tasks, and the node's children under other uids are killed for it
 // (kill_child). CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a subset of
-// the writer's only with it (a VMM is attached before it changes ids).
+// the writer's only with it (a VMM is attached before it changes ids), and the nice values a
+// warm-pool refill lowers back to normal (child_nice, node_thread_nice) need it.
 inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,
                                              CAP_SYS_NICE,  CAP_SETUID,    CAP_SETGID};
 // Capabilities the node drops because the broker now does what needed them. CAP_SYS_PTRACE
 // goes too: with it the node could trace the broker and act through it. CAP_KILL: the node
 // signals only its own children (common/kill_child.h routes the kills it may not send through
-// kill_child). CAP_SYS_ADMIN goes as well once the pool is mounted, when the pool is btrfs
+// kill_child). CAP_SYS_NICE: lowering a nice value goes through child_nice and node_thread_nice
+// (common/nice.h routes them). CAP_SYS_ADMIN goes as well once the pool is mounted, when the pool is btrfs
 // (cli/dev.cc): an overlay pool mounts each sandbox's overlay in the node, which then keeps it.
 inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, CAP_NET_BROADCAST, CAP_SYS_PTRACE,
-                                                   CAP_KILL,      CAP_SETUID,  CAP_SETGID};
+                                                   CAP_KILL,      CAP_SETUID,  CAP_SETGID,       CAP_SYS_NICE};
 
 struct BrokerConfig {
   std::string net_lock_dir;  // host-wide network slot locks: <HostRunDir()>/net-slots
@@ -101,6 +102,7 @@ class Broker {
   Result<nlohmann::json> IdmapTree(const Request& request, int dir_fd, int pidfd, std::vector<UniqueFd>* reply_fds);
   Result<nlohmann::json> SubvolDelete(const Request& request, int parent_fd);
   Result<nlohmann::json> QgroupLimit(const Request& request, int subvol_fd);
+  Result<nlohmann::json> NodeThreadNice(const Request& request);
   // The pool's real path (symlinks resolved), and what `fd` names now, checked against it
   // by `allowed`; `op` names the request in errors.
   Result<std::string> PoolPathOf(int fd, std::string_view op, bool (*allowed)(const std::string& pool, const std::string& path));

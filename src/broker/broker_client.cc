@@ -258,6 +258,21 @@ Result<bool> BrokerClient::RescanQuotaIfInconsistent() {
   return reply["started"].get<bool>();
 }
 
+Status BrokerClient::SetChildNice(int pidfd, int nice) {
+  Request r;
+  r.op = Op::kChildNice;
+  r.nice = nice;
+  return Call(r, pidfd).status();
+}
+
+Status BrokerClient::SetThreadNice(pid_t tid, int nice) {
+  Request r;
+  r.op = Op::kNodeThreadNice;
+  r.tid = tid;
+  r.nice = nice;
+  return Call(r).status();
+}
+
 Result<int64_t> BrokerClient::UidAcquire(int64_t preferred) {
   Request r;
   r.op = Op::kUidAcquire;

@@ -66,6 +66,10 @@ class BrokerClient {
   Status DeleteSubvolume(const std::string& path);
   Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
   Result<bool> RescanQuotaIfInconsistent();
+  // Nice values (0..19) this process may not set itself (common/nice.h NiceRoute routes them):
+  // of its child behind `pidfd`, and of its own thread `tid`.
+  Status SetChildNice(int pidfd, int nice);
+  Status SetThreadNice(pid_t tid, int nice);
 
  private:
   Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -314,6 +316,45 @@ TEST_F(BrokerRootTest, KillsOnlyChildrenOfTheNodeOverItsSocket) {
     sandbox.pid = -1;
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   }  // the client closes its end: the broker's loop ends
+  ExpectCleanExit(broker.pid);
+}
+
+// child_nice and node_thread_nice, the broker under its own seccomp filter: a nice value of 0..19
+// for a child of the node or a thread of the node, nothing else.
+TEST_F(BrokerRootTest, SetsNiceOnlyOfTheNodesChildrenAndThreadsOverItsSocket) {
+  Child sandbox;
+  StartChild(&sandbox, false, 0);
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    (void)::setpriority(PRIO_PROCESS, 0, 10);
+    tid = ::gettid();
+    while (!done) ::usleep(1000);
+  });
+  while (tid == 0) ::usleep(1000);
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{"/nonexistent"});
+  ASSERT_GT(broker.pid, 0);
+  {
+    BrokerClient client{std::move(broker.client_end)};
+    ASSERT_TRUE(client.SetChildNice(sandbox.pidfd.get(), 7).ok());
+    EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(sandbox.pid)), 7);
+    ASSERT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(tid.load())), 10);
+    Status st = client.SetThreadNice(tid, 0);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(tid.load())), 0);
+    // Not the node's: pid 1, the node itself as a child, a child's pid as a thread.
+    UniqueFd init(static_cast<int>(::syscall(SYS_pidfd_open, 1, 0)));
+    EXPECT_EQ(client.SetChildNice(init.get(), 0).code(), StatusCode::kPermissionDenied);
+    UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+    EXPECT_EQ(client.SetChildNice(self.get(), 0).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.SetThreadNice(1, 0).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.SetThreadNice(sandbox.pid, 0).code(), StatusCode::kPermissionDenied);
+    // Never above normal priority (the broker decodes -5 and refuses it).
+    EXPECT_EQ(client.SetThreadNice(tid, -5).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(tid.load())), 0);
+  }
+  done = true;
+  worker.join();
   ExpectCleanExit(broker.pid);
 }
 

@@ -45,6 +45,8 @@ const std::vector<OpInfo>& Ops() {
       {Op::kSubvolDelete, "subvol_delete", 1, {"name"}},
       {Op::kQgroupLimit, "qgroup_limit", 1, {"bytes"}},
       {Op::kQuotaRescan, "quota_rescan", 0, {}},
+      {Op::kChildNice, "child_nice", 1, {"nice"}},
+      {Op::kNodeThreadNice, "node_thread_nice", 0, {"tid", "nice"}},
   };
   return ops;
 }
@@ -156,6 +158,12 @@ std::string EncodeRequest(const Request& r) {
     case Op::kQgroupLimit:
       j["bytes"] = r.bytes;
       break;
+    case Op::kNodeThreadNice:
+      j["tid"] = r.tid;
+      [[fallthrough]];
+    case Op::kChildNice:
+      j["nice"] = r.nice;
+      break;
     case Op::kNetReconcile:
       j["keep"] = r.keep;
       break;
@@ -242,6 +250,14 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     }
     case Op::kQgroupLimit: {
       ASSIGN_OR_RETURN(r.bytes, IntField(j, "bytes", 1, kMaxQgroupLimitBytes));
+      break;
+    }
+    case Op::kNodeThreadNice:
+    case Op::kChildNice: {
+      if (r.op == Op::kNodeThreadNice) {
+        ASSIGN_OR_RETURN(r.tid, IntField(j, "tid", 1, kMaxTid));
+      }
+      ASSIGN_OR_RETURN(r.nice, IntField(j, "nice", 0, kMaxNice));
       break;
     }
     case Op::kUsernsMap: {

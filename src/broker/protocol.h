@@ -34,6 +34,8 @@
 //                                                                      holding subvolume name)
 //   qgroup_limit       {bytes}                 1     {}              (fd: a sandbox root)
 //   quota_rescan       -                       0     {started}       (the pool's, if inconsistent)
+//   child_nice         {nice}                  1     {}              (fd: a child's pidfd; 0..19)
+//   node_thread_nice   {tid, nice}             0     {}              (a thread of the node; 0..19)
 //
 // A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode name>, "message": ...}.
 #pragma once
@@ -69,6 +71,7 @@ enum class Op {
   kUidAcquire, kUidRelease,  // leases of host uid slots (common/host_slots.h) to the node
   kIdmapTree,  // a detached idmapped clone of a pool directory for a sandbox-shaped child's namespace
   kSubvolDelete, kQgroupLimit, kQuotaRescan,  // the pool's btrfs acts that need CAP_SYS_ADMIN
+  kChildNice, kNodeThreadNice,  // nice values 0..19 that only CAP_SYS_NICE may set (common/nice.h)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -83,6 +86,10 @@ inline constexpr uint64_t kMaxMemoryBytes = 1ull << 44;  // 16 TiB
 inline constexpr uint64_t kMaxPids = 1ull << 22;
 inline constexpr size_t kMaxSubvolNameLen = 128;
 inline constexpr int64_t kMaxQgroupLimitBytes = int64_t{1} << 60;
+// Nice values the node may ask for: normal priority or lower, never above normal.
+inline constexpr int64_t kMaxNice = 19;
+// Thread ids: at most the kernel's PID_MAX_LIMIT.
+inline constexpr int64_t kMaxTid = int64_t{1} << 22;
 
 std::string_view OpName(Op op);
 
@@ -103,6 +110,8 @@ struct Request {
   int64_t kvm_gid = 0;
   std::string name;                 // subvol_delete: one path component ([A-Za-z0-9_.-], not . or ..)
   int64_t bytes = 0;                // qgroup_limit: 1..kMaxQgroupLimitBytes
+  int64_t nice = 0;                 // child_nice, node_thread_nice: 0..kMaxNice
+  int64_t tid = 0;                  // node_thread_nice: 1..kMaxTid
 };
 
 // How many descriptors a request of `op` carries.

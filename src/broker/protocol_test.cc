@@ -218,6 +218,31 @@ TEST(ProtocolTest, PoolActsTakeOneComponentABoundedLimitAndTheirDescriptors) {
   ExpectRefused(R"({"op":"quota_rescan","path":"/"})");
 }
 
+TEST(ProtocolTest, NiceRequestsTakeANormalOrLowerPriority) {
+  Request child;
+  child.op = Op::kChildNice;
+  child.nice = 19;
+  EXPECT_EQ(Decoded(EncodeRequest(child), 1).nice, 19);
+  ExpectRefused(EncodeRequest(child), 0);
+  Request thread;
+  thread.op = Op::kNodeThreadNice;
+  thread.tid = 4194304;
+  thread.nice = 0;
+  Request got = Decoded(EncodeRequest(thread));
+  EXPECT_EQ(got.tid, 4194304);
+  EXPECT_EQ(got.nice, 0);
+  ExpectRefused(EncodeRequest(thread), 1);
+  // Never above normal priority, never a tid the kernel cannot have, never a pid by number.
+  ExpectRefused(R"({"op":"child_nice","nice":-1})", 1);
+  ExpectRefused(R"({"op":"child_nice","nice":20})", 1);
+  ExpectRefused(R"({"op":"child_nice","nice":"0"})", 1);
+  ExpectRefused(R"({"op":"child_nice","nice":0,"pid":1})", 1);
+  ExpectRefused(R"({"op":"node_thread_nice","tid":0,"nice":0})");
+  ExpectRefused(R"({"op":"node_thread_nice","tid":4194305,"nice":0})");
+  ExpectRefused(R"({"op":"node_thread_nice","tid":100,"nice":-20})");
+  ExpectRefused(R"({"op":"node_thread_nice","nice":0})");
+}
+
 TEST(ProtocolTest, RefusesMalformedRequests) {
   ExpectRefused("");
   ExpectRefused("not json");

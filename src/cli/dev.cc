@@ -21,6 +21,7 @@
 #include "common/helper_spawn.h"
 #include "common/host_slots.h"
 #include "common/kill_child.h"
+#include "common/nice.h"
 #include "common/log.h"
 #include "common/syscall.h"
 #include "e2b/e2b.h"
@@ -182,6 +183,11 @@ int RunDev(const DevOptions& options) {
   // VMMs, the gateway worker, the API front) go through the broker. Set before any thread
   // starts; the broker lives until this process exits (_exit below).
   SetChildKillRoute([b = broker->get()](int pidfd) { return b->KillChild(pidfd); });
+  // And the nice values a warm-pool refill lowers back to normal (CAP_SYS_NICE).
+  SetNiceRoute({
+      .child = [b = broker->get()](int pidfd, int nice) { return b->SetChildNice(pidfd, nice); },
+      .thread = [b = broker->get()](pid_t tid, int nice) { return b->SetThreadNice(tid, nice); },
+  });
   // The id maps of sandboxes' and VMMs' user namespaces, likewise (CAP_SETUID on the host).
   runtime::ns::SetIdMapRoute([b = broker->get()](const runtime::ns::IdMapRequest& r) { return b->MapUserns(r); });
   // And the idmapped clones of sandbox roots and template builds (CAP_SYS_ADMIN on the host).

@@ -10,6 +10,7 @@
 #include "broker/broker_cgroup_acts.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/nice.h"
 #include "common/random.h"
 #include "common/syscall.h"
 #include "node/build_jail.h"
@@ -407,12 +408,15 @@ Status Node::Boot(store::SandboxRecord* rec, nlohmann::json* steps, std::shared_
   if (pooled != nullptr) {
     // The low-priority refill thread makes pooled sandboxes; what outlives the refill (spaced
     // and this channel's reader thread, which inherit the caller's nice value) must run at
-    // normal priority, like a cold sandbox's.
-    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(launched->pid), 0);
+    // normal priority, like a cold sandbox's. Lowering a nice value takes CAP_SYS_NICE: the
+    // broker's (common/nice.h); a failure costs priority, not the sandbox.
+    if (Status st = SetChildNice(launched->pidfd.get(), launched->pid, 0); !st.ok()) LogWarn("warm", st.ToString());
     const int nice_before = ::getpriority(PRIO_PROCESS, 0);
-    if (nice_before != 0) (void)::setpriority(PRIO_PROCESS, 0, 0);
+    if (nice_before != 0) {
+      if (Status st = SetThreadNice(0); !st.ok()) LogWarn("warm", st.ToString());
+    }
     Status started = live->guest->Start(kHelloTimeoutMs);
-    if (nice_before != 0) (void)::setpriority(PRIO_PROCESS, 0, nice_before);
+    if (nice_before != 0) (void)SetThreadNice(nice_before);  // a raise: needs nothing
     if (Status st = started; !st.ok()) {
       live->guest->Shutdown();
       if (Status d = runtime_->Destroy(rec->id); !d.ok()) LogWarn("warm", d.ToString());

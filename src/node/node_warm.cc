@@ -25,6 +25,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/nice.h"
 #include "common/random.h"
 #include "node/live.h"
 #include "node/node.h"
@@ -83,7 +84,7 @@ std::string Node::WarmPoolMetrics() {
 
 void Node::WarmLoop() {
   // Per-thread on Linux: only refills run at the lower priority.
-  (void)::setpriority(PRIO_PROCESS, 0, kRefillNice);
+  if (Status st = SetThreadNice(kRefillNice); !st.ok()) LogWarn("warm", st.ToString());
   std::map<std::string, int64_t> backoff_ms, retry_at_ms;
   for (;;) {
     std::string pick;

@@ -108,6 +108,18 @@ class WarmPoolTest(unittest.TestCase):
         # Apart from /dev/shm's size (memory_mb differs on purpose), the two look the same.
         pw, pc = self.probe(warm).splitlines(), self.probe(cold).splitlines()
         self.assertIn("nice1=0 niceself=0", pw)
+        # In the node only the refill thread runs at its lower priority: the pooled sandboxes'
+        # channel readers it started went back to normal (node_thread_nice, through the broker).
+        niced = {}
+        for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (self.s.proc.pid, tid)) as f:
+                    nice = int(f.read().rsplit(")", 1)[1].split()[16])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if nice != 0:
+                niced[tid] = nice
+        self.assertLessEqual(len(niced), 1, niced)
         shm_w, shm_c = pw.pop(-2), pc.pop(-2)
         self.assertEqual(int(shm_w), 512 * 1024)
         self.assertEqual(int(shm_c), 256 * 1024)

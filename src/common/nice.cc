@@ -1,0 +1,56 @@
+#include "common/nice.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace space {
+namespace {
+
+std::mutex route_mu;
+std::shared_ptr<const NiceRoute> route;  // GUARDED_BY(route_mu)
+
+std::shared_ptr<const NiceRoute> Route() {
+  std::lock_guard<std::mutex> lock(route_mu);
+  return route;
+}
+
+Status CheckNice(int nice) {
+  if (nice < 0 || nice > 19) return InvalidArgument("nice value " + std::to_string(nice) + " is outside 0..19");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void SetNiceRoute(NiceRoute r) {
+  auto next = r.child || r.thread ? std::make_shared<const NiceRoute>(std::move(r)) : nullptr;
+  std::lock_guard<std::mutex> lock(route_mu);
+  route = std::move(next);
+}
+
+Status SetChildNice(int pidfd, pid_t pid, int nice) {
+  RETURN_IF_ERROR(CheckNice(nice));
+  if (::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), nice) == 0) return Status::Ok();
+  const int err = errno;
+  auto r = Route();
+  if ((err != EPERM && err != EACCES) || !r || !r->child) {
+    return ErrnoStatus("setpriority", "child " + std::to_string(pid), err);
+  }
+  return r->child(pidfd, nice).Annotate("nice of child " + std::to_string(pid));
+}
+
+Status SetThreadNice(int nice) {
+  RETURN_IF_ERROR(CheckNice(nice));
+  // PRIO_PROCESS with 0 names the calling thread on Linux.
+  if (::setpriority(PRIO_PROCESS, 0, nice) == 0) return Status::Ok();
+  const int err = errno;
+  auto r = Route();
+  if ((err != EPERM && err != EACCES) || !r || !r->thread) return ErrnoStatus("setpriority", "this thread", err);
+  return r->thread(::gettid(), nice).Annotate("nice of this thread");
+}
+
+}  // namespace space
