@@ -142,6 +142,10 @@ Status LoadBrokerSeccomp() {
   return LoadDenyList(list);
 }
 
+bool IsReadOnlyIdmappablePoolPath(const std::string& pool, const std::string& path) {
+  return IsIdmappablePoolPath(pool, path) || IsSnapshotPoolPath(pool, path);
+}
+
 bool IsIdmappablePoolPath(const std::string& pool, const std::string& path) {
   if (pool.size() < 2 || pool[0] != '/' || path.size() <= pool.size() + 1 || path.compare(0, pool.size(), pool) != 0 ||
       path[pool.size()] != '/') {
@@ -156,6 +160,14 @@ bool IsIdmappablePoolPath(const std::string& pool, const std::string& path) {
   }
   if (rest.rfind("templates/tmp-", 0) == 0) return AllOf(rest.substr(14), 16, 16, IsHexChar);
   return false;
+}
+
+bool IsSnapshotPoolPath(const std::string& pool, const std::string& path) {
+  const std::string dir = pool + "/snapshots/";
+  if (pool.size() < 2 || pool[0] != '/' || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0) {
+    return false;
+  }
+  return AllOf(std::string_view(path).substr(dir.size()), 1, kMaxSandboxIdLen, IsIdChar);
 }
 
 bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path) {
@@ -419,7 +431,9 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
                                          std::vector<UniqueFd>* reply_fds) {
   // Never another host directory: an idmapped clone of one would hand the ownership of its
   // files to whoever is root of the namespace.
-  ASSIGN_OR_RETURN(std::string path, PoolPathOf(dir_fd, "idmap_tree", IsIdmappablePoolPath));
+  // Or a snapshot, read-only: the tree jail reads snapshots, nothing may change one.
+  ASSIGN_OR_RETURN(std::string path, PoolPathOf(dir_fd, "idmap_tree",
+                                                request.read_only ? IsReadOnlyIdmappablePoolPath : IsIdmappablePoolPath));
   // And a subvolume's own root: the kernel refuses hard links across subvolumes (EXDEV), so no
   // host file can have been linked into the tree first, whatever filesystem holds the pool.
   if (!storage::IsSubvolumeFd(dir_fd)) {
@@ -441,7 +455,7 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
   if (tree < 0) return ErrnoStatus("open_tree", path, errno);
   UniqueFd clone(static_cast<int>(tree));
   mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | (request.read_only ? MOUNT_ATTR_RDONLY : 0);
   attr.userns_fd = static_cast<uint64_t>(child.userns.get());
   if (::syscall(SYS_mount_setattr, clone.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
     return ErrnoStatus("mount_setattr", "MOUNT_ATTR_IDMAP " + path, errno);

@@ -126,6 +126,9 @@ class Broker {
 // not idmap overlayfs mounts, and idmap_tree also wants a btrfs subvolume.)
 // Exposed for tests.
 bool IsIdmappablePoolPath(const std::string& pool, const std::string& path);
+// The same for a read-only clone: those, or a snapshot, snapshots/<id>.
+bool IsReadOnlyIdmappablePoolPath(const std::string& pool, const std::string& path);
+bool IsSnapshotPoolPath(const std::string& pool, const std::string& path);
 // The directories subvol_delete deletes in: sandboxes/, snapshots/ and templates/ of the pool.
 bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path);
 // What qgroup_limit limits: a sandbox root or a rollback's staging root, sandboxes/<name>.

@@ -211,13 +211,14 @@ Status BrokerClient::MapUserns(const runtime::ns::IdMapRequest& request) {
   return Call(r, request.pidfd).status();
 }
 
-Result<UniqueFd> BrokerClient::IdmapTree(int dir_fd, int pidfd, uint32_t uid_base) {
+Result<UniqueFd> BrokerClient::IdmapTree(int dir_fd, int pidfd, uint32_t uid_base, bool read_only) {
   if (uid_base % 65536 != 0 || uid_base < HostSlots::UidBase(0) || uid_base > HostSlots::UidBase(HostSlots::kMaxSlots - 1)) {
     return InvalidArgument("uid base " + std::to_string(uid_base) + " is not the start of a uid slot");
   }
   Request r;
   r.op = Op::kIdmapTree;
   r.uid_slot = uid_base / 65536 - HostSlots::kFirstSlot;
+  r.read_only = read_only;
   std::vector<UniqueFd> fds;
   RETURN_IF_ERROR(Call(r, {dir_fd, pidfd}, &fds).status());
   if (fds.size() != 1) return Internal("root broker: idmap_tree reply carries " + std::to_string(fds.size()) + " descriptors");

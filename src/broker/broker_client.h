@@ -59,8 +59,9 @@ class BrokerClient {
   Result<int64_t> UidAcquire(int64_t preferred);
   Status UidRelease(int64_t uid_slot);
   // A detached idmapped clone (nosuid, nodev) of the pool directory `dir_fd` for the user
-  // namespace of the node's child `pidfd`, which maps root to the slot starting at `uid_base`.
-  Result<UniqueFd> IdmapTree(int dir_fd, int pidfd, uint32_t uid_base);
+  // namespace of the node's child `pidfd`, which maps root to the slot starting at `uid_base`;
+  // read-only with `read_only` (a snapshot's clone must be).
+  Result<UniqueFd> IdmapTree(int dir_fd, int pidfd, uint32_t uid_base, bool read_only = false);
   // The pool's btrfs acts that need CAP_SYS_ADMIN (storage/btrfs.h BtrfsAdminRoute): by the
   // host path of the subvolume, which this process opens (never following a link) and passes.
   Status DeleteSubvolume(const std::string& path);

@@ -485,6 +485,14 @@ TEST(IdmapPathTest, OnlySandboxRootsAndTemplateBuildsOfThePool) {
     EXPECT_FALSE(IsIdmappablePoolPath(pool, bad)) << bad;
   }
   EXPECT_FALSE(IsIdmappablePoolPath("", "/sandboxes/sbx_1"));
+  // Read-only clones may also be of a snapshot, and of nothing else more.
+  EXPECT_TRUE(IsReadOnlyIdmappablePoolPath(pool, pool + "/snapshots/snap_A-1"));
+  EXPECT_TRUE(IsReadOnlyIdmappablePoolPath(pool, pool + "/sandboxes/sbx_1"));
+  for (const std::string& bad : std::vector<std::string>{pool + "/snapshots", pool + "/snapshots/", pool + "/snapshots/..",
+                                pool + "/snapshots/snap_1/etc", pool + "/snapshots/.snap", pool + "/templates/sha256-00",
+                                "/var/lib/space/snapshots/snap_1", pool + "x/snapshots/snap_1"}) {
+    EXPECT_FALSE(IsReadOnlyIdmappablePoolPath(pool, bad)) << bad;
+  }
   EXPECT_FALSE(IsIdmappablePoolPath("/", "//sandboxes/sbx_1"));
 }
 
@@ -525,10 +533,22 @@ TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
                                   .shape = IdMapShape::kOneId}).ok());
     const std::string unleased_map = "0 " + std::to_string(other) + " 65536\n";
     ASSERT_TRUE(WriteSmallFile("/proc/" + std::to_string(unleased.pid) + "/uid_map", unleased_map).ok());
-    auto idmap = [&](const std::string& dir, const Child& c, uint32_t uid_base) -> Result<UniqueFd> {
+    auto idmap = [&](const std::string& dir, const Child& c, uint32_t uid_base, bool read_only = false) -> Result<UniqueFd> {
       ASSIGN_OR_RETURN(UniqueFd d, OpenFd(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
-      return client.IdmapTree(d.get(), c.pidfd.get(), uid_base);
+      return client.IdmapTree(d.get(), c.pidfd.get(), uid_base, read_only);
     };
+    // A snapshot only read-only (the tree jail's reads), and then nothing writes through it.
+    for (const std::string& ro : std::vector<std::string>{pool + "/snapshots/snap_1", pool + "/sandboxes/sbx_1"}) {
+      Result<UniqueFd> clone = idmap(ro, sandbox, base, /*read_only=*/true);
+      ASSERT_TRUE(clone.ok()) << ro << ": " << clone.status().ToString();
+      errno = 0;
+      EXPECT_LT(::openat(clone->get(), "written", O_WRONLY | O_CREAT | O_CLOEXEC, 0600), 0) << ro;
+      EXPECT_EQ(errno, EROFS) << ro;
+    }
+    for (const std::string& bad : std::vector<std::string>{pool + "/snapshots", pool + "/snapshots/../sandboxes", pool,
+                                  pool + "/sandboxes/sbx_plain", std::string("/etc")}) {
+      EXPECT_EQ(idmap(bad, sandbox, base, true).status().code(), StatusCode::kPermissionDenied) << bad;
+    }
     for (const std::string& ok : std::vector<std::string>{pool + "/sandboxes/sbx_1", pool + "/templates/tmp-0123456789abcdef"}) {
       Result<UniqueFd> clone = idmap(ok, sandbox, base);
       ASSERT_TRUE(clone.ok()) << ok << ": " << clone.status().ToString();

@@ -41,7 +41,7 @@ const std::vector<OpInfo>& Ops() {
       {Op::kUsernsMap, "userns_map", 1, {"uid_slot", "shape", "kvm_gid"}},
       {Op::kUidAcquire, "uid_acquire", 0, {"preferred"}},
       {Op::kUidRelease, "uid_release", 0, {"uid_slot"}},
-      {Op::kIdmapTree, "idmap_tree", 2, {"uid_slot"}},
+      {Op::kIdmapTree, "idmap_tree", 2, {"uid_slot", "read_only"}},
       {Op::kSubvolDelete, "subvol_delete", 1, {"name"}},
       {Op::kQgroupLimit, "qgroup_limit", 1, {"bytes"}},
       {Op::kQuotaRescan, "quota_rescan", 0, {}},
@@ -147,6 +147,7 @@ std::string EncodeRequest(const Request& r) {
     case Op::kNetDetach:
     case Op::kUidRelease:
     case Op::kIdmapTree:
+      if (r.op == Op::kIdmapTree) j["read_only"] = r.read_only;
       j["uid_slot"] = r.uid_slot;
       break;
     case Op::kUidAcquire:
@@ -230,6 +231,10 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     case Op::kUidRelease:
     case Op::kIdmapTree: {
       ASSIGN_OR_RETURN(r.uid_slot, IntField(j, "uid_slot", 0, HostSlots::kMaxSlots - 1));
+      if (r.op == Op::kIdmapTree) {
+        if (!j["read_only"].is_boolean()) return InvalidArgument("broker: read_only must be true or false");
+        r.read_only = j["read_only"].get<bool>();
+      }
       break;
     }
     case Op::kUidAcquire: {

@@ -27,9 +27,10 @@
 //   userns_map         {uid_slot, shape, kvm_gid} 1  {}              (the fd: a child's pidfd)
 //   uid_acquire        {preferred}             0     {uid_slot}
 //   uid_release        {uid_slot}              0     {}
-//   idmap_tree         {uid_slot}              2     {} + 1 fd       (fds: a pool directory, a
+//   idmap_tree         {uid_slot, read_only}   2     {} + 1 fd       (fds: a pool directory, a
 //                                                                      child's pidfd; reply: a
-//                                                                      detached idmapped clone)
+//                                                                      detached idmapped clone,
+//                                                                      read-only for a snapshot)
 //   subvol_delete      {name}                  1     {}              (fd: the pool directory
 //                                                                      holding subvolume name)
 //   qgroup_limit       {bytes}                 1     {}              (fd: a sandbox root)
@@ -110,6 +111,7 @@ struct Request {
   int64_t kvm_gid = 0;
   std::string name;                 // subvol_delete: one path component ([A-Za-z0-9_.-], not . or ..)
   int64_t bytes = 0;                // qgroup_limit: 1..kMaxQgroupLimitBytes
+  bool read_only = false;           // idmap_tree: a read-only clone (what a snapshot's must be)
   int64_t nice = 0;                 // child_nice, node_thread_nice: 0..kMaxNice
   int64_t tid = 0;                  // node_thread_nice: 1..kMaxTid
 };

@@ -186,11 +186,16 @@ TEST(ProtocolTest, IdmapTreeTakesASlotADirectoryAndAPidfdAndNoPath) {
   auto r = DecodeRequest(EncodeRequest(idmap), 2);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->uid_slot, 16383);
+  EXPECT_FALSE(r->read_only);
+  idmap.read_only = true;
+  EXPECT_TRUE(Decoded(EncodeRequest(idmap), 2).read_only);
+  ExpectRefused(R"({"op":"idmap_tree","uid_slot":3,"read_only":1})", 2);
+  ExpectRefused(R"({"op":"idmap_tree","uid_slot":3})", 2);
   ExpectRefused(EncodeRequest(idmap), 1);
   ExpectRefused(EncodeRequest(idmap), 0);
   ExpectRefused(R"({"op":"idmap_tree","uid_slot":16384})", 2);
   ExpectRefused(R"({"op":"idmap_tree"})", 2);
-  ExpectRefused(R"({"op":"idmap_tree","uid_slot":3,"path":"/etc"})", 2);
+  ExpectRefused(R"({"op":"idmap_tree","uid_slot":3,"read_only":true,"path":"/etc"})", 2);
 }
 
 TEST(ProtocolTest, PoolActsTakeOneComponentABoundedLimitAndTheirDescriptors) {

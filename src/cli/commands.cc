@@ -22,6 +22,7 @@
 #include "common/syscall.h"
 #include "gateway/worker.h"
 #include "node/build_jail.h"
+#include "node/tree_jail.h"
 
 namespace space::cli {
 namespace {
@@ -146,6 +147,11 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "gateway-worker") return RunGatewayWorkerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "broker") return RunBrokerCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "api-front") return RunFrontCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "tree-jail") {
+    int code = node::TreeJailMain(argc, argv);
+    std::fflush(nullptr);
+    ::_exit(code);  // as the build jail's: no exit-time handlers
+  }
   if (argc >= 2 && std::string(argv[1]) == "build-jail") {
     int code = node::BuildJailMain(argc, argv);
     std::fflush(nullptr);

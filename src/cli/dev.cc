@@ -192,7 +192,7 @@ int RunDev(const DevOptions& options) {
   runtime::ns::SetIdMapRoute([b = broker->get()](const runtime::ns::IdMapRequest& r) { return b->MapUserns(r); });
   // And the idmapped clones of sandbox roots and template builds (CAP_SYS_ADMIN on the host).
   runtime::ns::SetIdmapRoute([b = broker->get()](const runtime::ns::IdmapRequest& r) {
-    return b->IdmapTree(r.dir_fd, r.pidfd, r.uid_base);
+    return b->IdmapTree(r.dir_fd, r.pidfd, r.uid_base, r.read_only);
   });
   // And the pool's btrfs acts that need CAP_SYS_ADMIN (deletes, limits, rescans).
   storage::SetBtrfsAdminRoute({

@@ -7,8 +7,10 @@
 #include "node/live.h"
 #include "node/stored_credential.h"
 #include "node/node.h"
+#include "node/tree_jail.h"
 #include "snapshot/store_lock.h"
 #include "snapshot/gc.h"
+#include "common/host_slots.h"
 #include "storage/diff.h"
 
 namespace space::node {
@@ -16,6 +18,9 @@ namespace {
 
 constexpr int64_t kSnapshotWaitMs = 60000;
 constexpr int kMaxForks = 16;
+// The uid slot a tree jail prefers (any free one when taken): beside the build jail's
+// (kMaxSlots-202, node.cc), clear of sandboxes', the gateway workers' and the API front's.
+constexpr int64_t kTreeJailUidSlot = HostSlots::kMaxSlots - 203;
 
 }  // namespace
 
@@ -248,7 +253,11 @@ Result<nlohmann::json> Node::Diff(const std::string& team, const std::string& a,
   RETURN_IF_ERROR(GetSnapshot(team, against).status());
   RETURN_IF_ERROR(EnsureLocalSnapshot(a));
   RETURN_IF_ERROR(EnsureLocalSnapshot(against));
-  ASSIGN_OR_RETURN(storage::TreeDiff d, storage::DiffTrees(pool_->SnapshotPath(against), pool_->SnapshotPath(a)));
+  // Snapshots hold files of the sandbox's users, which only the tree jail reads (node/tree_jail.h).
+  TreeJailConfig jail;
+  jail.acquire_slot = [this] { return uid_slots_.Acquire(kTreeJailUidSlot); };
+  jail.release_slot = [this](int64_t slot) { uid_slots_.Release(slot); };
+  ASSIGN_OR_RETURN(storage::TreeDiff d, DiffInTreeJail(jail, pool_->SnapshotPath(against), pool_->SnapshotPath(a)));
   return nlohmann::json{{"snapshot", a},
                         {"against", against},
                         {"added", d.added},

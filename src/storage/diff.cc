@@ -197,13 +197,18 @@ Result<UniqueFd> OpenRoot(const std::string& path) {
 Result<TreeDiff> DiffTrees(const std::string& a, const std::string& b, size_t max_entries) {
   ASSIGN_OR_RETURN(UniqueFd a_fd, OpenRoot(a));
   ASSIGN_OR_RETURN(UniqueFd b_fd, OpenRoot(b));
+  return DiffTreesAt(a_fd.get(), b_fd.get(), max_entries);
+}
+
+Result<TreeDiff> DiffTreesAt(int a_fd, int b_fd, size_t max_entries) {
   struct stat sa, sb;
-  if (::fstat(a_fd.get(), &sa) != 0) return ErrnoStatus("fstat", a, errno);
-  if (::fstat(b_fd.get(), &sb) != 0) return ErrnoStatus("fstat", b, errno);
+  if (::fstat(a_fd, &sa) != 0) return ErrnoStatus("fstat", "tree a", errno);
+  if (::fstat(b_fd, &sb) != 0) return ErrnoStatus("fstat", "tree b", errno);
+  if (!S_ISDIR(sa.st_mode) || !S_ISDIR(sb.st_mode)) return InvalidArgument("diff: a tree's root is not a directory");
   Differ differ(max_entries);
   bool root_same = sa.st_mode == sb.st_mode && sa.st_uid == sb.st_uid && sa.st_gid == sb.st_gid;
   if (root_same || differ.Emit(differ.diff().changed, "/")) {
-    RETURN_IF_ERROR(differ.DiffDirs(a_fd.get(), b_fd.get(), ""));
+    RETURN_IF_ERROR(differ.DiffDirs(a_fd, b_fd, ""));
   }
   return std::move(differ.diff());
 }

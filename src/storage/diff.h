@@ -32,5 +32,7 @@ struct TreeDiff {
 // only times or the inode number differ, the bytes decide (a rewrite with the same content,
 // or a copy, is not a change).
 Result<TreeDiff> DiffTrees(const std::string& a, const std::string& b, size_t max_entries = 10000);
+// The same for two open directories (readable descriptors, not O_PATH: their entries are read).
+Result<TreeDiff> DiffTreesAt(int a_fd, int b_fd, size_t max_entries = 10000);
 
 }  // namespace space::storage

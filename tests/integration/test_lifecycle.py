@@ -64,10 +64,15 @@ class LifecycleTest(unittest.TestCase):
         blob = os.urandom(200000)
         self.s.call("PUT", "/v1/sandboxes/%s/files?path=/root/blob" % sid, raw=blob)
         self.sh(sid, "echo one > /root/f; mkdir -p /root/d; ln -s f /root/link")
+        # A user's private file below a private directory: the diff reads it in the tree jail.
+        self.sh(sid, "mkdir -p /root/p; echo aa > /root/p/s; echo bb > /root/p/t; chown -R 1000:1000 /root/p; "
+                     "chmod 700 /root/p; chmod 600 /root/p/s /root/p/t")
         one = self.snapshot(sid, "one")
         self.assertIsNone(one["parent"])
         self.assertEqual(one["kind"], "filesystem")
         self.sh(sid, "echo two > /root/f; rm /root/blob; echo new > /root/d/new")
+        self.sh(sid, "echo cc > /root/p/s; echo bb > /root/p/t.new; mv /root/p/t.new /root/p/t; "
+                     "chown 1000:1000 /root/p/t; chmod 600 /root/p/t")
         two = self.snapshot(sid, "two")
         self.assertEqual(two["parent"], one["id"])
 
@@ -104,6 +109,9 @@ class LifecycleTest(unittest.TestCase):
         self.assertIn("/root/d/new", diff["added"])
         self.assertIn("/root/f", diff["changed"])
         self.assertIn("/root/blob", diff["removed"])
+        # Same size, other bytes: changed; same bytes rewritten (new inode, times): not.
+        self.assertIn("/root/p/s", diff["changed"])
+        self.assertNotIn("/root/p/t", diff["changed"] + diff["added"] + diff["removed"])
         self.assertNotIn("/root/link", diff["changed"] + diff["added"] + diff["removed"])
 
         # Deleting a parent leaves its children usable.

@@ -70,13 +70,13 @@ Status EnsureMountPoints(int rootfs_fd) {
   return Status::Ok();
 }
 
-Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd) {
+Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd, bool read_only) {
   long fd =
       ::syscall(SYS_open_tree, rootfs_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
   if (fd < 0) return ErrnoStatus("open_tree", "rootfs", errno);
   UniqueFd tree(static_cast<int>(fd));
   mount_attr attr{};
-  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | (read_only ? MOUNT_ATTR_RDONLY : 0);
   attr.userns_fd = static_cast<uint64_t>(userns_fd);
   if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
     return ErrnoStatus("mount_setattr", "MOUNT_ATTR_IDMAP rootfs", errno);
@@ -103,7 +103,7 @@ Result<UniqueFd> IdmapTree(const IdmapRequest& request) {
   }
   if (r) return (*r)(request);
   ASSIGN_OR_RETURN(UniqueFd userns, OpenUserNs(request.pid));
-  return MakeIdmappedRoot(request.dir_fd, userns.get());
+  return MakeIdmappedRoot(request.dir_fd, userns.get(), request.read_only);
 }
 
 void AppendMountOps(const MountPlanOptions& options, PlanStorage* s) {

@@ -32,7 +32,7 @@ Status EnsureMountPoints(int rootfs_fd);
 // Clones the rootfs as a detached mount and idmaps it to `userns_fd`'s mapping, so
 // on-disk uid 0 appears as uid 0 inside the sandbox (host uid_base). Also nodev and
 // nosuid: device nodes in a template must not open host devices.
-Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd);
+Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd, bool read_only = false);
 
 // The same for the user namespace of the child `pid` (pidfd `pidfd`), which maps root to the
 // uid slot starting at `uid_base`. Cloning a tree takes CAP_SYS_ADMIN on the host, which the
@@ -44,6 +44,7 @@ struct IdmapRequest {
   int pidfd = -1;
   pid_t pid = -1;
   uint32_t uid_base = 0;
+  bool read_only = false;  // MOUNT_ATTR_RDONLY as well (a snapshot read by the tree jail)
 };
 using IdmapRoute = std::function<Result<UniqueFd>(const IdmapRequest&)>;
 void SetIdmapRoute(IdmapRoute route);  // thread-safe; empty: clone here

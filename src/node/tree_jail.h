@@ -1,0 +1,47 @@
+// The tree jail: where the node reads trees it could not read without host privilege. A
+// snapshot holds files of the sandbox's users (mode 0600 of uid 1000, say); reading them as
+// host root takes CAP_DAC_READ_SEARCH on the host, which would let the node read any host
+// file. The jail reads them instead, as root of a user namespace of its own on a uid slot
+// leased for the read (the shape of a sandbox), through read-only idmapped clones of the trees
+// that the root broker makes (idmap_tree, read_only): there every file of the tree is owned by
+// an id of that namespace, so its capabilities there reach them, and nothing of the host's
+// own files. It keeps only CAP_DAC_READ_SEARCH, with no_new_privs and a seccomp filter that
+// refuses sockets (no network) and what no SPACE helper does (exec, ptrace, mounts, new
+// namespaces), and writes its result as JSON to a pipe the node reads as hostile input
+// (bounded, validated): the trees are the sandbox's.
+//
+// Today: snapshot diffs (storage::DiffTreesAt). Export and restore are the next tree walkers
+// to move here (docs/privilege-inventory.md, T1 and T2).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/result.h"
+#include "storage/diff.h"
+
+namespace space::node {
+
+struct TreeJailConfig {
+  std::function<Result<int64_t>()> acquire_slot;  // a uid slot leased for one read
+  std::function<void(int64_t)> release_slot;
+};
+
+// The largest result the node takes from the jail.
+inline constexpr size_t kMaxTreeJailOutputBytes = 64 << 20;
+
+// storage::DiffTrees(a_dir, b_dir, max_entries), run in the jail.
+Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std::string& a_dir,
+                                         const std::string& b_dir, size_t max_entries = 10000);
+
+// Parses and checks what the jail wrote (exposed for tests): at most `max_entries` paths in
+// all, each absolute and at most PATH_MAX bytes.
+Result<storage::TreeDiff> ParseTreeDiff(const std::string& json, size_t max_entries);
+
+// The jail's own side, `space tree-jail diff --ctl-fd 3 --out-fd 4 --max-entries N`, started
+// only by DiffInTreeJail. Returns the exit code.
+int TreeJailMain(int argc, char** argv);
+
+}  // namespace space::node
