@@ -27,6 +27,7 @@
 #include "node/guest_client.h"
 #include "node/operations.h"
 #include "node/process.h"
+#include "node/tree_jail.h"
 #include "node/uid_slot_lease.h"
 #include "node/warm_pool.h"
 #include "credentials/kek.h"
@@ -250,6 +251,8 @@ class Node {
   // Snapshot store (node_store.cc).
   void QueueExport(const std::string& team, const std::string& snap_id);
   Status RunExport(const std::string& snap_id);
+  // Uid slots for the tree jail (node/tree_jail.h): snapshot diffs and exports read there.
+  TreeJailConfig TreeJail();
   Status RunGc();
   // Makes sure snapshots/<snap_id> exists locally, restoring it from the store if needed.
   Status EnsureLocalSnapshot(const std::string& snap_id);

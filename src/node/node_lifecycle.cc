@@ -248,16 +248,20 @@ Result<store::OperationRecord> Node::Rollback(const std::string& team, const std
   return ops_->Submit(team, "rollback", id, [this, id, snap_id] { return RunRollback(id, snap_id); });
 }
 
+TreeJailConfig Node::TreeJail() {
+  TreeJailConfig jail;
+  jail.acquire_slot = [this] { return uid_slots_.Acquire(kTreeJailUidSlot); };
+  jail.release_slot = [this](int64_t slot) { uid_slots_.Release(slot); };
+  return jail;
+}
+
 Result<nlohmann::json> Node::Diff(const std::string& team, const std::string& a, const std::string& against) {
   RETURN_IF_ERROR(GetSnapshot(team, a).status());
   RETURN_IF_ERROR(GetSnapshot(team, against).status());
   RETURN_IF_ERROR(EnsureLocalSnapshot(a));
   RETURN_IF_ERROR(EnsureLocalSnapshot(against));
   // Snapshots hold files of the sandbox's users, which only the tree jail reads (node/tree_jail.h).
-  TreeJailConfig jail;
-  jail.acquire_slot = [this] { return uid_slots_.Acquire(kTreeJailUidSlot); };
-  jail.release_slot = [this](int64_t slot) { uid_slots_.Release(slot); };
-  ASSIGN_OR_RETURN(storage::TreeDiff d, DiffInTreeJail(jail, pool_->SnapshotPath(against), pool_->SnapshotPath(a)));
+  ASSIGN_OR_RETURN(storage::TreeDiff d, DiffInTreeJail(TreeJail(), pool_->SnapshotPath(against), pool_->SnapshotPath(a)));
   return nlohmann::json{{"snapshot", a},
                         {"against", against},
                         {"added", d.added},

@@ -46,7 +46,8 @@ Status Node::RunExport(const std::string& snap_id) {
   Result<snapshot::ExportStats> stats = InvalidArgument("not run");
   {
     ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(blobs_dir_));
-    stats = snapshot::Export(pool_->SnapshotPath(snap_id), snap_id, parent, *blobs_);
+    // The snapshot holds files of the sandbox's users: read in the tree jail, written here.
+    stats = ExportInTreeJail(TreeJail(), pool_->SnapshotPath(snap_id), snap_id, parent, *blobs_);
   }
   // Deleted while it was exporting: the manifest that just landed must go as well.
   ASSIGN_OR_RETURN(snap, store_->GetSnapshot(snap_id));

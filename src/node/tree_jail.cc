@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -13,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +27,8 @@
 #include "common/unique_fd.h"
 #include "runtime/ns/mounts.h"
 #include "runtime/ns/userns.h"
+#include "snapshot/blob_channel.h"
+#include "snapshot/exporter.h"
 
 namespace space::node {
 namespace {
@@ -43,16 +45,18 @@ std::vector<int> AllButReadSearch() {
   return caps;
 }
 
-// The jail's side once it holds the trees: readable descriptors of both roots, then no new
-// privileges, one capability left and a seccomp fence: no sockets (so no network, not even the
-// host's loopback), and nothing of what no helper does (exec, ptrace, mounts, namespaces...).
-// An error message, or empty.
-std::string Confine(const Datagram& d, UniqueFd* a, UniqueFd* b) {
-  if (d.fds.size() != 2 || d.bytes != "trees") return "receiving the trees: unexpected message";
+// The jail's side once it holds its trees: a readable descriptor of each root, then no new
+// privileges, one capability left and a seccomp fence: no new sockets (so no network, not even
+// the host's loopback; the channel to the node it already holds), and nothing of what no helper
+// does (exec, ptrace, mounts, namespaces...). An error message, or empty.
+std::string Confine(const Datagram& d, size_t trees, std::vector<UniqueFd>* roots) {
+  if (d.fds.size() != trees || d.bytes != "trees") return "receiving the trees: unexpected message";
   // The clones come as O_PATH-like descriptors; their directories must be read.
-  a->reset(::openat(d.fds[0].get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  b->reset(::openat(d.fds[1].get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!a->valid() || !b->valid()) return std::string("opening a tree: ") + std::strerror(errno);
+  for (const UniqueFd& clone : d.fds) {
+    UniqueFd root(::openat(clone.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root.valid()) return std::string("opening a tree: ") + std::strerror(errno);
+    roots->push_back(std::move(root));
+  }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("no_new_privs: ") + std::strerror(errno);
   if (Status st = DropCapabilities(AllButReadSearch()); !st.ok()) return st.ToString();
   DenyList fence;
@@ -124,11 +128,23 @@ Result<storage::TreeDiff> ParseTreeDiff(const std::string& json, size_t max_entr
   return d;
 }
 
-Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std::string& a_dir,
-                                         const std::string& b_dir, size_t max_entries) {
-  if (max_entries == 0 || max_entries > kMaxEntriesLimit) return InvalidArgument("diff: max_entries out of range");
-  ASSIGN_OR_RETURN(UniqueFd a, OpenFd(a_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  ASSIGN_OR_RETURN(UniqueFd b, OpenFd(b_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+namespace {
+
+// One run of the jail: `space tree-jail MODE_ARGS...` with read-only idmapped clones of `dirs`,
+// `serve` (when set) talking to it over a stream socket (its fd 5) meanwhile; then what it
+// wrote to its output (bounded) and its wait status, once it has exited.
+struct JailOutput {
+  std::string output;
+  int status = 0;
+};
+
+Result<JailOutput> RunTreeJail(const TreeJailConfig& config, const std::vector<std::string>& mode_args,
+                               const std::vector<std::string>& dirs, const std::function<Status(int)>& serve) {
+  std::vector<UniqueFd> dir_fds;
+  for (const std::string& d : dirs) {
+    ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(d, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    dir_fds.push_back(std::move(fd));
+  }
   ASSIGN_OR_RETURN(int64_t slot, config.acquire_slot());
   struct Lease {
     const TreeJailConfig& c;
@@ -143,10 +159,18 @@ Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "tree jail", errno);
   UniqueFd out_r(out[0]), out_w(out[1]);
+  UniqueFd rpc, rpc_child;
+  if (serve) {
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) return ErrnoStatus("socketpair", "tree jail", errno);
+    rpc.reset(sp[0]);
+    rpc_child.reset(sp[1]);
+  }
 
   HelperSpec spec;
-  spec.args = {"space", "tree-jail", "diff", "--ctl-fd", "3", "--out-fd", "4", "--max-entries", std::to_string(max_entries)};
+  spec.args = {"space", "tree-jail"};
+  spec.args.insert(spec.args.end(), mode_args.begin(), mode_args.end());
   spec.fds = {{ctl_child.get(), 3}, {out_w.get(), 4}};
+  if (serve) spec.fds.push_back({rpc_child.get(), 5});
   spec.user.root_in_namespace = true;
   spec.user.map_ids = [uid_base](int pidfd, pid_t pid) {
     return runtime::ns::MapIds({.pidfd = pidfd, .pid = pid, .uid_base = uid_base, .shape = runtime::ns::IdMapShape::kSandbox});
@@ -154,6 +178,7 @@ Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std
   ASSIGN_OR_RETURN(pid_t pid, SpawnHelper(spec));
   ctl_child.reset();
   out_w.reset();
+  rpc_child.reset();
   auto give_up = [pid](Status st) {
     (void)KillChildPid(pid);
     (void)RetryEintr([&] { return ::waitpid(pid, nullptr, 0); });
@@ -162,63 +187,147 @@ Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));  // our child, not yet reaped
   if (!pidfd) return give_up(ErrnoStatus("pidfd_open", "tree jail", errno));
   std::vector<UniqueFd> clones;
-  for (int dir : {a.get(), b.get()}) {
+  std::vector<int> send;
+  for (const UniqueFd& dir : dir_fds) {
     Result<UniqueFd> clone = runtime::ns::IdmapTree(
-        {.dir_fd = dir, .pidfd = pidfd.get(), .pid = pid, .uid_base = uid_base, .read_only = true});
+        {.dir_fd = dir.get(), .pidfd = pidfd.get(), .pid = pid, .uid_base = uid_base, .read_only = true});
     if (!clone.ok()) return give_up(clone.status().Annotate("tree jail"));
+    send.push_back(clone->get());
     clones.push_back(std::move(*clone));
   }
-  if (Status st = SendDatagram(ctl.get(), "trees", {clones[0].get(), clones[1].get()}, kChannel); !st.ok()) {
-    return give_up(st);
-  }
+  if (Status st = SendDatagram(ctl.get(), "trees", send, kChannel); !st.ok()) return give_up(st);
   clones.clear();
+  if (serve) {
+    if (Status st = serve(rpc.get()); !st.ok()) return give_up(st);
+    rpc.reset();
+  }
   Result<std::string> output = ReadBounded(out_r.get(), kMaxTreeJailOutputBytes);
   if (!output.ok()) return give_up(output.status());
-  int status = 0;
-  if (RetryEintr([&] { return ::waitpid(pid, &status, 0); }) != pid) return ErrnoStatus("waitpid", "tree jail", errno);
-  Result<storage::TreeDiff> diff = ParseTreeDiff(*output, max_entries);
-  if (!diff.ok()) return diff.status();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Internal("tree jail: ended with status " + std::to_string(status) + " after a complete result");
+  JailOutput result;
+  result.output = std::move(*output);
+  if (RetryEintr([&] { return ::waitpid(pid, &result.status, 0); }) != pid) {
+    return ErrnoStatus("waitpid", "tree jail", errno);
   }
-  return diff;
+  return result;
+}
+
+// The jail's JSON result: the error it reports, or (when it reports none) a clean exit.
+Result<nlohmann::json> JailJson(const JailOutput& run) {
+  auto j = nlohmann::json::parse(run.output, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Internal("tree jail: output is not a JSON object");
+  if (j.contains("error")) {
+    std::string e = j["error"].is_string() ? j["error"].get<std::string>() : "unknown";
+    if (e.size() > 1024) e.resize(1024);
+    return Internal("tree jail: " + e);
+  }
+  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
+    return Internal("tree jail: ended with status " + std::to_string(run.status) + " after a complete result");
+  }
+  return j;
+}
+
+uint64_t Count(const nlohmann::json& j, const char* name) {
+  return j.contains(name) && j[name].is_number_unsigned() ? j[name].get<uint64_t>() : 0;
+}
+
+}  // namespace
+
+Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std::string& a_dir,
+                                         const std::string& b_dir, size_t max_entries) {
+  if (max_entries == 0 || max_entries > kMaxEntriesLimit) return InvalidArgument("diff: max_entries out of range");
+  ASSIGN_OR_RETURN(JailOutput run, RunTreeJail(config, {"diff", "--max-entries", std::to_string(max_entries)},
+                                               {a_dir, b_dir}, nullptr));
+  RETURN_IF_ERROR(JailJson(run).status());
+  return ParseTreeDiff(run.output, max_entries);
+}
+
+Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, const std::string& tree_dir,
+                                               const std::string& snap_id, const std::string& parent_id,
+                                               snapshot::BlobStore& store) {
+  RETURN_IF_ERROR(snapshot::ValidateSnapId(snap_id));
+  if (!parent_id.empty()) RETURN_IF_ERROR(snapshot::ValidateSnapId(parent_id));
+  snapshot::BlobChannelStats served;
+  auto serve = [&](int fd) -> Status {
+    ASSIGN_OR_RETURN(served, snapshot::ServeBlobChannel(fd, store, {.snap_id = snap_id, .parent_id = parent_id}));
+    return Status::Ok();
+  };
+  ASSIGN_OR_RETURN(JailOutput run,
+                   RunTreeJail(config, {"export", "--snap-id", snap_id, "--parent", parent_id}, {tree_dir}, serve));
+  ASSIGN_OR_RETURN(nlohmann::json j, JailJson(run));
+  if (!served.manifest_written) return Internal("tree jail: the export ended without its manifest");
+  // The counts of what was read come from the jail (they are only reported); what was written,
+  // the node counted itself.
+  snapshot::ExportStats stats;
+  stats.files = Count(j, "files");
+  stats.dirs = Count(j, "dirs");
+  stats.symlinks = Count(j, "symlinks");
+  stats.skipped_special = Count(j, "skipped_special");
+  stats.files_reused = Count(j, "files_reused");
+  stats.bytes_total = Count(j, "bytes_total");
+  stats.bytes_read = Count(j, "bytes_read");
+  stats.duration_ms = static_cast<int64_t>(Count(j, "duration_ms"));
+  stats.objects_written = served.objects_written;
+  stats.bytes_written = served.bytes_written;
+  return stats;
 }
 
 int TreeJailMain(int argc, char** argv) {
-  long ctl_fd = -1, out_fd = -1, max_entries = -1;
-  bool ok = argc == 9 && std::strcmp(argv[2], "diff") == 0;
+  // space tree-jail MODE --flag value ...; fds 3 (the trees), 4 (the result), 5 (export: the
+  // store channel).
+  const std::string mode = argc >= 3 ? argv[2] : "";
+  std::map<std::string, std::string> flags;
+  bool ok = (mode == "diff" || mode == "export") && argc % 2 == 1;
   for (int i = 3; ok && i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--ctl-fd") ctl_fd = std::strtol(argv[i + 1], nullptr, 10);
-    else if (flag == "--out-fd") out_fd = std::strtol(argv[i + 1], nullptr, 10);
-    else if (flag == "--max-entries") max_entries = std::strtol(argv[i + 1], nullptr, 10);
-    else ok = false;
+    ok = flag.rfind("--", 0) == 0 && flags.emplace(flag.substr(2), argv[i + 1]).second;
   }
-  if (!ok || ctl_fd < 3 || out_fd < 3 || ctl_fd == out_fd || max_entries < 1 ||
-      max_entries > static_cast<long>(kMaxEntriesLimit)) {
-    std::fprintf(stderr, "space tree-jail: started by the node only (diff --ctl-fd N --out-fd M --max-entries K)\n");
+  long max_entries = 0;
+  if (ok && mode == "diff") {
+    max_entries = flags.count("max-entries") ? std::strtol(flags["max-entries"].c_str(), nullptr, 10) : 0;
+    ok = flags.size() == 1 && max_entries >= 1 && max_entries <= static_cast<long>(kMaxEntriesLimit);
+  }
+  if (ok && mode == "export") ok = flags.size() == 2 && flags.count("snap-id") && flags.count("parent");
+  if (!ok) {
+    std::fprintf(stderr, "space tree-jail: started by the node only (diff --max-entries K | export --snap-id S --parent P)\n");
     return 2;
   }
-  auto fail = [out_fd](const std::string& message) {
-    (void)WriteAll(static_cast<int>(out_fd), nlohmann::json{{"error", message}}.dump(
-                                                -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  constexpr int kCtl = 3, kOut = 4, kRpc = 5;
+  auto fail = [](const std::string& message) {
+    (void)WriteAll(kOut, nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return 1;
   };
-  Result<Datagram> d = ReceiveDatagram(static_cast<int>(ctl_fd), kChannel);
+  Result<Datagram> d = ReceiveDatagram(kCtl, kChannel);
   if (!d.ok()) return fail("receiving the trees: " + d.status().ToString());
-  ::close(static_cast<int>(ctl_fd));
-  UniqueFd a, b;
-  if (std::string err = Confine(*d, &a, &b); !err.empty()) return fail(err);
+  ::close(kCtl);
+  std::vector<UniqueFd> roots;
+  if (std::string err = Confine(*d, mode == "diff" ? 2 : 1, &roots); !err.empty()) return fail(err);
   d->fds.clear();
-  Result<storage::TreeDiff> diff = storage::DiffTreesAt(a.get(), b.get(), static_cast<size_t>(max_entries));
-  if (!diff.ok()) return fail(diff.status().ToString());
-  // Names come from the sandbox: not always UTF-8; replaced rather than refused.
-  std::string json = nlohmann::json{{"added", diff->added},
-                                    {"changed", diff->changed},
-                                    {"removed", diff->removed},
-                                    {"truncated", diff->truncated}}
-                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return WriteAll(static_cast<int>(out_fd), json).ok() ? 0 : 1;
+  std::string json;
+  if (mode == "diff") {
+    Result<storage::TreeDiff> diff = storage::DiffTreesAt(roots[0].get(), roots[1].get(), static_cast<size_t>(max_entries));
+    if (!diff.ok()) return fail(diff.status().ToString());
+    // Names come from the sandbox: not always UTF-8; replaced rather than refused.
+    json = nlohmann::json{{"added", diff->added},
+                          {"changed", diff->changed},
+                          {"removed", diff->removed},
+                          {"truncated", diff->truncated}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    snapshot::ChannelBlobStore store(kRpc);
+    Result<snapshot::ExportStats> st = snapshot::ExportAt(roots[0].get(), flags["snap-id"], flags["parent"], store);
+    ::close(kRpc);  // the node's side of the channel ends here, before the result
+    if (!st.ok()) return fail(st.status().ToString());
+    json = nlohmann::json{{"files", st->files},
+                          {"dirs", st->dirs},
+                          {"symlinks", st->symlinks},
+                          {"skipped_special", st->skipped_special},
+                          {"files_reused", st->files_reused},
+                          {"bytes_total", st->bytes_total},
+                          {"bytes_read", st->bytes_read},
+                          {"duration_ms", st->duration_ms}}
+               .dump();
+  }
+  return WriteAll(kOut, json).ok() ? 0 : 1;
 }
 
 }  // namespace space::node

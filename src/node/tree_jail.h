@@ -10,8 +10,9 @@
 // namespaces), and writes its result as JSON to a pipe the node reads as hostile input
 // (bounded, validated): the trees are the sandbox's.
 //
-// Today: snapshot diffs (storage::DiffTreesAt). Export and restore are the next tree walkers
-// to move here (docs/privilege-inventory.md, T1 and T2).
+// Today: snapshot diffs (storage::DiffTreesAt) and snapshot exports (snapshot::ExportAt, whose
+// store is the node's, reached over a channel the node serves: snapshot/blob_channel.h).
+// Restore is the next tree walker to move here (docs/privilege-inventory.md, T2).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,8 @@
 #include <string>
 
 #include "common/result.h"
+#include "snapshot/blob_store.h"
+#include "snapshot/exporter.h"
 #include "storage/diff.h"
 
 namespace space::node {
@@ -36,12 +39,20 @@ inline constexpr size_t kMaxTreeJailOutputBytes = 64 << 20;
 Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std::string& a_dir,
                                          const std::string& b_dir, size_t max_entries = 10000);
 
+// snapshot::Export(tree_dir, snap_id, parent_id, store), run in the jail: the node serves the
+// jail's store requests (snapshot::ServeBlobChannel: verified objects, only this manifest) and
+// counts what was written itself.
+Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, const std::string& tree_dir,
+                                               const std::string& snap_id, const std::string& parent_id,
+                                               snapshot::BlobStore& store);
+
 // Parses and checks what the jail wrote (exposed for tests): at most `max_entries` paths in
 // all, each absolute and at most PATH_MAX bytes.
 Result<storage::TreeDiff> ParseTreeDiff(const std::string& json, size_t max_entries);
 
-// The jail's own side, `space tree-jail diff --ctl-fd 3 --out-fd 4 --max-entries N`, started
-// only by DiffInTreeJail. Returns the exit code.
+// The jail's own side, `space tree-jail diff --max-entries N` or `space tree-jail export
+// --snap-id S --parent P` (fds 3, 4 and for an export 5 set up by the node), started only by
+// DiffInTreeJail and ExportInTreeJail. Returns the exit code.
 int TreeJailMain(int argc, char** argv);
 
 }  // namespace space::node

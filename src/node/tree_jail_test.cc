@@ -12,12 +12,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/syscall.h"
 #include "common/unique_fd.h"
+#include "snapshot/local_blob_store.h"
+#include "snapshot/manifest.h"
 
 namespace space::node {
 namespace {
@@ -106,6 +109,43 @@ TEST_F(TreeJailTest, TruncatesAtTheLimitAndRefusesALinkedTree) {
   EXPECT_LE(d->added.size(), 6u);
   ASSERT_EQ(::symlink(a.c_str(), (dir_ + "/link").c_str()), 0);
   EXPECT_FALSE(DiffInTreeJail(config_, dir_ + "/link", b).ok());  // never followed
+  EXPECT_EQ(acquired_, released_);
+}
+
+TEST_F(TreeJailTest, ExportsFilesOnlyItsNamespaceMayReadIntoTheNodesStore) {
+  const std::string tree = dir_ + "/tree";
+  Dir(tree, 0, 0755);
+  Dir(tree + "/home", 1000, 0700);
+  File(tree + "/home/secret", "a user's secret", 1000, 0600);
+  File(tree + "/root-only", "r", 0, 0000);
+  File(tree + "/big", std::string(5 << 20, 'z'), 2000, 0640);  // two chunks
+  auto jail_store = snapshot::LocalBlobStore::Open(dir_ + "/store");
+  auto direct_store = snapshot::LocalBlobStore::Open(dir_ + "/direct");
+  ASSERT_TRUE(jail_store.ok() && direct_store.ok());
+  Result<snapshot::ExportStats> st = ExportInTreeJail(config_, tree, "snap_1", "", **jail_store);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->files, 3u);
+  EXPECT_GE(st->objects_written, 3u);
+  // The same manifest as an export by the node itself with host root's capabilities.
+  ASSERT_TRUE(snapshot::Export(tree, "snap_1", "", **direct_store).ok());
+  Result<snapshot::Manifest> jailed = snapshot::LoadManifest(**jail_store, "snap_1");
+  Result<snapshot::Manifest> direct = snapshot::LoadManifest(**direct_store, "snap_1");
+  ASSERT_TRUE(jailed.ok() && direct.ok()) << jailed.status().ToString();
+  ASSERT_EQ(jailed->entries.size(), direct->entries.size());
+  for (size_t i = 0; i < jailed->entries.size(); ++i) {
+    const auto &j = jailed->entries[i], &d = direct->entries[i];
+    EXPECT_EQ(std::tie(j.path, j.mode, j.uid, j.gid, j.size, j.chunks), std::tie(d.path, d.mode, d.uid, d.gid, d.size, d.chunks))
+        << j.path;
+  }
+  // Incremental on it: the unchanged files come from the parent's manifest, unread.
+  File(tree + "/added", "new", 1000, 0600);
+  st = ExportInTreeJail(config_, tree, "snap_2", "snap_1", **jail_store);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->files_reused, 3u);
+  EXPECT_EQ(st->objects_written, 1u);
+  // An id already exported: the jail's error comes back, and nothing is committed twice.
+  EXPECT_FALSE(ExportInTreeJail(config_, tree, "snap_2", "snap_1", **jail_store).ok());
+  EXPECT_FALSE(ExportInTreeJail(config_, tree, "../x", "", **jail_store).ok());
   EXPECT_EQ(acquired_, released_);
 }
 

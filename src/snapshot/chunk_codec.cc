@@ -63,4 +63,15 @@ Status Decompressor::DecompressExact(std::string_view object, size_t expected_si
   return Status::Ok();
 }
 
+Status Decompressor::Verify(std::string_view object, std::string_view sha256_hex, std::string& scratch) {
+  unsigned long long declared = ZSTD_getFrameContentSize(object.data(), object.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN || declared > kChunkSize) {
+    return InvalidArgument("object: not one zstd frame of at most one chunk");
+  }
+  RETURN_IF_ERROR(DecompressExact(object, static_cast<size_t>(declared), scratch));
+  ASSIGN_OR_RETURN(std::string hex, Sha256Hex(scratch));
+  if (hex != sha256_hex) return InvalidArgument("object: its content hashes to " + hex + ", not " + std::string(sha256_hex));
+  return Status::Ok();
+}
+
 }  // namespace space::snapshot

@@ -48,6 +48,11 @@ class Decompressor {
   // holds exactly `expected_size` bytes.
   Status DecompressExact(std::string_view object, size_t expected_size, std::string& out);
 
+  // Whether `object` is what a key of `sha256_hex` must hold: one zstd frame declaring at most
+  // kChunkSize bytes whose content hashes to `sha256_hex` (the check an object from an
+  // untrusted writer must pass before it enters a store). `scratch` holds the content.
+  Status Verify(std::string_view object, std::string_view sha256_hex, std::string& scratch);
+
  private:
   struct Ctx;
   std::unique_ptr<Ctx> ctx_;

@@ -174,10 +174,9 @@ class TreeExporter {
   ExportStats stats_;
 };
 
-}  // namespace
-
-Result<ExportStats> Export(const std::string& tree_dir, const std::string& snap_id, const std::string& parent_id,
-                           BlobStore& store, const ExportOptions& options) {
+// Export's body, for a root already open; `label` names the tree in errors.
+Result<ExportStats> ExportOpened(int root_fd, const std::string& label, const std::string& snap_id,
+                                 const std::string& parent_id, BlobStore& store, const ExportOptions& options) {
   const int64_t start_ns = MonoNowNs();
   RETURN_IF_ERROR(ValidateSnapId(snap_id));
   if (parent_id == snap_id) return InvalidArgument("snapshot " + snap_id + " cannot be its own parent");
@@ -191,9 +190,8 @@ Result<ExportStats> Export(const std::string& tree_dir, const std::string& snap_
     parent = std::move(loaded).value();
   }
 
-  ASSIGN_OR_RETURN(UniqueFd root, OpenFd(tree_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
   TreeExporter exporter(store, options, parent_id.empty() ? nullptr : &parent);
-  RETURN_IF_ERROR(exporter.ExportRoot(root.get(), tree_dir));
+  RETURN_IF_ERROR(exporter.ExportRoot(root_fd, label));
 
   ExportStats& stats = exporter.stats();
   Manifest m;
@@ -211,6 +209,19 @@ Result<ExportStats> Export(const std::string& tree_dir, const std::string& snap_
   RETURN_IF_ERROR(store.Put(ManifestKey(snap_id), SerializeManifest(m)));
   stats.duration_ms = (MonoNowNs() - start_ns) / 1000000;
   return stats;
+}
+
+}  // namespace
+
+Result<ExportStats> Export(const std::string& tree_dir, const std::string& snap_id, const std::string& parent_id,
+                           BlobStore& store, const ExportOptions& options) {
+  ASSIGN_OR_RETURN(UniqueFd root, OpenFd(tree_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  return ExportOpened(root.get(), tree_dir, snap_id, parent_id, store, options);
+}
+
+Result<ExportStats> ExportAt(int root_fd, const std::string& snap_id, const std::string& parent_id, BlobStore& store,
+                             const ExportOptions& options) {
+  return ExportOpened(root_fd, "the tree of " + snap_id, snap_id, parent_id, store, options);
 }
 
 }  // namespace space::snapshot

@@ -59,5 +59,8 @@ struct ExportOptions {
 // restorable snapshot. Conflict if `snap_id` already has a manifest.
 Result<ExportStats> Export(const std::string& tree_dir, const std::string& snap_id, const std::string& parent_id,
                            BlobStore& store, const ExportOptions& options = {});
+// The same for a tree whose root directory is open (readable) as `root_fd`.
+Result<ExportStats> ExportAt(int root_fd, const std::string& snap_id, const std::string& parent_id, BlobStore& store,
+                             const ExportOptions& options = {});
 
 }  // namespace space::snapshot

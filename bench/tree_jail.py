@@ -1,19 +1,22 @@
-"""What reading snapshots in the tree jail costs (node/tree_jail.h): GET /v1/snapshots/{id}/diff
-against two `space dev` binaries side by side, one that diffs in the node itself (the baseline,
+"""What reading snapshots in the tree jail costs (node/tree_jail.h): snapshot diffs and exports
+against two `space dev` binaries side by side, one that reads in the node itself (the baseline,
 SPACE_BIN_BASE: a build from before the jail) and one that spawns the jail (SPACE_BIN: a helper
-in a user namespace of its own, a broker id map and two read-only idmapped clones per diff).
-Rounds alternate between the two, so the host's drift weighs on both alike.
+in a user namespace of its own, a broker id map and read-only idmapped clones; an export's
+objects and manifest cross a socket to the node, which verifies each object's hash). Rounds
+alternate between the two, so the host's drift weighs on both alike.
 
-    SPACE_BIN=build/bin/space SPACE_BIN_BASE=/tmp/base-build/bin/space python3 bench/tree_jail_diff.py [--rounds 6] [--n 20] [--files 2000]
+    SPACE_BIN=build/bin/space SPACE_BIN_BASE=/tmp/base-build/bin/space python3 bench/tree_jail.py [--rounds 6] [--n 20] [--files 2000]
 
 Per server, once: a sandbox with --files small files (half of them a user's, mode 0600, below a
 0700 directory), snapshot one, a tenth of them rewritten and a few added and removed, snapshot
-two. Each round: n diffs of two against one, and n of one against itself (nothing differs:
-the fixed cost). Prints p50/p90/p99 in milliseconds and the p50 ratio jail/baseline.
+two. Each round: n diffs of two against one, n of one against itself (nothing differs: the
+fixed cost), and n snapshots timed from the request to `restorable` (the export: incremental,
+one file changed each time). Prints p50/p90/p99 in milliseconds and the p50 ratio jail/baseline.
 """
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
 import harness  # noqa: E402
@@ -44,11 +47,22 @@ def prepare(s, files):
     sh("i=0; while [ $i -lt %d ]; do echo changed > /root/pub/f$i; echo changed > /root/priv/f$i; i=$((i+10)); done; "
        "rm /root/pub/f1 /root/priv/f1; echo new > /root/pub/added" % half)
     snapshot()
-    return snaps
+    return snaps + [sid]
+
+
+def snapshot_to_restorable(s, sid):
+    st, d = s.json("POST", "/v1/sandboxes/%s/snapshots" % sid, {}, timeout=300)
+    assert st == 201, d
+    for _ in range(60000):
+        st, snap = s.json("GET", "/v1/snapshots/" + d["id"])
+        if snap.get("state") in ("restorable", "failed"):
+            break
+        time.sleep(0.002)
+    assert snap["state"] == "restorable", snap
 
 
 def round_on(s, snaps, n, out):
-    one, two = snaps
+    one, two, sid = snaps
 
     def diff(a, b):
         st, d = s.json("GET", "/v1/snapshots/%s/diff?against=%s" % (a, b), timeout=300)
@@ -57,6 +71,10 @@ def round_on(s, snaps, n, out):
     for _ in range(n):
         out.setdefault("diff two against one", []).append(timed(lambda: diff(two, one)))
         out.setdefault("diff one against itself", []).append(timed(lambda: diff(one, one)))
+    for i in range(n):
+        st, d = s.exec(sid, ["sh", "-c", "echo %d > /root/priv/f0" % i])
+        assert st == 200, d
+        out.setdefault("snapshot to restorable (export)", []).append(timed(lambda: snapshot_to_restorable(s, sid)))
 
 
 def main():
