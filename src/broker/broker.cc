@@ -159,6 +159,8 @@ bool IsIdmappablePoolPath(const std::string& pool, const std::string& path) {
     return slash == std::string_view::npos && AllOf(id, 1, kMaxSandboxIdLen, IsIdChar);
   }
   if (rest.rfind("templates/tmp-", 0) == 0) return AllOf(rest.substr(14), 16, 16, IsHexChar);
+  // A snapshot being imported from the store (the tree jail's restore fills it).
+  if (rest.rfind("snapshots/tmp-", 0) == 0) return AllOf(rest.substr(14), 1, kMaxSandboxIdLen, IsIdChar);
   return false;
 }
 

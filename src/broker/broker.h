@@ -121,8 +121,8 @@ class Broker {
 };
 
 // Whether `path` (a directory's path as /proc/self/fd shows it) is one idmap_tree may clone
-// under `pool` (canonical): a sandbox root, sandboxes/<id>, or a template build's scratch
-// tree, templates/tmp-<16 hex>. (Never an overlay pool's sandboxes/<id>/merged: the kernel does
+// under `pool` (canonical): a sandbox root, sandboxes/<id>, a template build's scratch tree,
+// templates/tmp-<16 hex>, or a snapshot import's, snapshots/tmp-<id>. (Never an overlay pool's sandboxes/<id>/merged: the kernel does
 // not idmap overlayfs mounts, and idmap_tree also wants a btrfs subvolume.)
 // Exposed for tests.
 bool IsIdmappablePoolPath(const std::string& pool, const std::string& path);

@@ -475,6 +475,9 @@ TEST(IdmapPathTest, OnlySandboxRootsAndTemplateBuildsOfThePool) {
   const std::string pool = "/var/lib/space/pool";
   EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/sandboxes/sbx_A-1"));
   EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/templates/tmp-0123456789abcdef"));
+  EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/snapshots/tmp-snap_0123456789abcdefghijkl"));
+  EXPECT_FALSE(IsIdmappablePoolPath(pool, pool + "/snapshots/tmp-"));
+  EXPECT_FALSE(IsIdmappablePoolPath(pool, pool + "/snapshots/tmp-snap_1/etc"));
   for (const std::string& bad : std::vector<std::string>{pool, pool + "/", pool + "/sandboxes", pool + "/sandboxes/", pool + "/sandboxes/..",
                                 pool + "/sandboxes/.sbx_1.new", pool + "/sandboxes/sbx_1/upper", pool + "/sandboxes/sbx_1/merged",
                                 pool + "/sandboxes/sbx_1/merged/etc", pool + "/snapshots/snap_1",

@@ -94,7 +94,9 @@ Status Node::EnsureLocalSnapshot(const std::string& snap_id) {
                     snap.state + ")");
   }
   ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(blobs_dir_));
-  return pool_->ImportSnapshot(snap_id, [&](const std::string& dir) { return snapshot::Restore(snap_id, *blobs_, dir); });
+  // The store is untrusted and the tree will be the sandbox's: written in the tree jail.
+  return pool_->ImportSnapshot(snap_id,
+                               [&](const std::string& dir) { return RestoreInTreeJail(TreeJail(), snap_id, *blobs_, dir); });
 }
 
 Result<store::OperationRecord> Node::Suspend(const std::string& team, const std::string& id) {

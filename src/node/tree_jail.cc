@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,8 @@
 #include "runtime/ns/userns.h"
 #include "snapshot/blob_channel.h"
 #include "snapshot/exporter.h"
+#include "snapshot/manifest.h"
+#include "snapshot/restorer.h"
 
 namespace space::node {
 namespace {
@@ -36,20 +39,26 @@ namespace {
 constexpr DatagramLimits kChannel = {64, 2, "tree jail channel"};
 constexpr size_t kMaxEntriesLimit = 1000000;
 
-// Every capability but CAP_DAC_READ_SEARCH: the jail reads, and nothing else.
-std::vector<int> AllButReadSearch() {
+// What each mode keeps of its namespace's capabilities: a read needs only to pass permission
+// checks on reads; a restore writes a tree of other owners (chown, then modes and times, setgid
+// bits kept) into directories it has already given away.
+const std::vector<int> kReadCaps = {CAP_DAC_READ_SEARCH};
+const std::vector<int> kRestoreCaps = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID};
+
+std::vector<int> AllBut(const std::vector<int>& keep) {
   std::vector<int> caps;
   for (int c = 0; c <= LastCapability(); ++c) {
-    if (c != CAP_DAC_READ_SEARCH) caps.push_back(c);
+    if (std::find(keep.begin(), keep.end(), c) == keep.end()) caps.push_back(c);
   }
   return caps;
 }
 
 // The jail's side once it holds its trees: a readable descriptor of each root, then no new
-// privileges, one capability left and a seccomp fence: no new sockets (so no network, not even
-// the host's loopback; the channel to the node it already holds), and nothing of what no helper
-// does (exec, ptrace, mounts, namespaces...). An error message, or empty.
-std::string Confine(const Datagram& d, size_t trees, std::vector<UniqueFd>* roots) {
+// privileges, only `keep` of its capabilities and a seccomp fence: no new sockets (so no
+// network, not even the host's loopback; the channel to the node it already holds), and
+// nothing of what no helper does (exec, ptrace, mounts, namespaces...). An error message, or
+// empty.
+std::string Confine(const Datagram& d, size_t trees, const std::vector<int>& keep, std::vector<UniqueFd>* roots) {
   if (d.fds.size() != trees || d.bytes != "trees") return "receiving the trees: unexpected message";
   // The clones come as O_PATH-like descriptors; their directories must be read.
   for (const UniqueFd& clone : d.fds) {
@@ -58,7 +67,7 @@ std::string Confine(const Datagram& d, size_t trees, std::vector<UniqueFd>* root
     roots->push_back(std::move(root));
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("no_new_privs: ") + std::strerror(errno);
-  if (Status st = DropCapabilities(AllButReadSearch()); !st.ok()) return st.ToString();
+  if (Status st = DropCapabilities(AllBut(keep)); !st.ok()) return st.ToString();
   DenyList fence;
   fence.syscalls = HelperRefusedSyscalls();
   fence.syscalls.insert(fence.syscalls.end(), {"socket", "socketpair", "connect", "accept", "accept4", "bind", "listen"});
@@ -130,16 +139,17 @@ Result<storage::TreeDiff> ParseTreeDiff(const std::string& json, size_t max_entr
 
 namespace {
 
-// One run of the jail: `space tree-jail MODE_ARGS...` with read-only idmapped clones of `dirs`,
-// `serve` (when set) talking to it over a stream socket (its fd 5) meanwhile; then what it
-// wrote to its output (bounded) and its wait status, once it has exited.
+// One run of the jail: `space tree-jail MODE_ARGS...` with idmapped clones of `dirs` (read-only
+// unless `writable`), `serve` (when set) talking to it over a stream socket (its fd 5)
+// meanwhile; then what it wrote to its output (bounded) and its wait status, once it has exited.
 struct JailOutput {
   std::string output;
   int status = 0;
 };
 
 Result<JailOutput> RunTreeJail(const TreeJailConfig& config, const std::vector<std::string>& mode_args,
-                               const std::vector<std::string>& dirs, const std::function<Status(int)>& serve) {
+                               const std::vector<std::string>& dirs, bool writable,
+                               const std::function<Status(int)>& serve) {
   std::vector<UniqueFd> dir_fds;
   for (const std::string& d : dirs) {
     ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(d, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -190,7 +200,7 @@ Result<JailOutput> RunTreeJail(const TreeJailConfig& config, const std::vector<s
   std::vector<int> send;
   for (const UniqueFd& dir : dir_fds) {
     Result<UniqueFd> clone = runtime::ns::IdmapTree(
-        {.dir_fd = dir.get(), .pidfd = pidfd.get(), .pid = pid, .uid_base = uid_base, .read_only = true});
+        {.dir_fd = dir.get(), .pidfd = pidfd.get(), .pid = pid, .uid_base = uid_base, .read_only = !writable});
     if (!clone.ok()) return give_up(clone.status().Annotate("tree jail"));
     send.push_back(clone->get());
     clones.push_back(std::move(*clone));
@@ -236,7 +246,7 @@ Result<storage::TreeDiff> DiffInTreeJail(const TreeJailConfig& config, const std
                                          const std::string& b_dir, size_t max_entries) {
   if (max_entries == 0 || max_entries > kMaxEntriesLimit) return InvalidArgument("diff: max_entries out of range");
   ASSIGN_OR_RETURN(JailOutput run, RunTreeJail(config, {"diff", "--max-entries", std::to_string(max_entries)},
-                                               {a_dir, b_dir}, nullptr));
+                                               {a_dir, b_dir}, /*writable=*/false, nullptr));
   RETURN_IF_ERROR(JailJson(run).status());
   return ParseTreeDiff(run.output, max_entries);
 }
@@ -248,11 +258,12 @@ Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, con
   if (!parent_id.empty()) RETURN_IF_ERROR(snapshot::ValidateSnapId(parent_id));
   snapshot::BlobChannelStats served;
   auto serve = [&](int fd) -> Status {
-    ASSIGN_OR_RETURN(served, snapshot::ServeBlobChannel(fd, store, {.snap_id = snap_id, .parent_id = parent_id}));
+    ASSIGN_OR_RETURN(served, snapshot::ServeBlobChannel(fd, store, snapshot::ExportPolicy(snap_id, parent_id)));
     return Status::Ok();
   };
   ASSIGN_OR_RETURN(JailOutput run,
-                   RunTreeJail(config, {"export", "--snap-id", snap_id, "--parent", parent_id}, {tree_dir}, serve));
+                   RunTreeJail(config, {"export", "--snap-id", snap_id, "--parent", parent_id}, {tree_dir},
+                               /*writable=*/false, serve));
   ASSIGN_OR_RETURN(nlohmann::json j, JailJson(run));
   if (!served.manifest_written) return Internal("tree jail: the export ended without its manifest");
   // The counts of what was read come from the jail (they are only reported); what was written,
@@ -271,12 +282,24 @@ Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, con
   return stats;
 }
 
+Status RestoreInTreeJail(const TreeJailConfig& config, const std::string& snap_id, snapshot::BlobStore& store,
+                         const std::string& dest_dir) {
+  RETURN_IF_ERROR(snapshot::ValidateSnapId(snap_id));
+  // Read here only to know which objects the jail may ask for; the jail reads it again.
+  ASSIGN_OR_RETURN(snapshot::Manifest m, snapshot::LoadManifest(store, snap_id));
+  const snapshot::BlobChannelPolicy policy = snapshot::RestorePolicy(m);
+  auto serve = [&](int fd) { return snapshot::ServeBlobChannel(fd, store, policy).status(); };
+  ASSIGN_OR_RETURN(JailOutput run, RunTreeJail(config, {"restore", "--snap-id", snap_id}, {dest_dir},
+                                               /*writable=*/true, serve));
+  return JailJson(run).status();
+}
+
 int TreeJailMain(int argc, char** argv) {
-  // space tree-jail MODE --flag value ...; fds 3 (the trees), 4 (the result), 5 (export: the
-  // store channel).
+  // space tree-jail MODE --flag value ...; fds 3 (the trees), 4 (the result), 5 (an export's or
+  // a restore's store channel).
   const std::string mode = argc >= 3 ? argv[2] : "";
   std::map<std::string, std::string> flags;
-  bool ok = (mode == "diff" || mode == "export") && argc % 2 == 1;
+  bool ok = (mode == "diff" || mode == "export" || mode == "restore") && argc % 2 == 1;
   for (int i = 3; ok && i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     ok = flag.rfind("--", 0) == 0 && flags.emplace(flag.substr(2), argv[i + 1]).second;
@@ -287,8 +310,11 @@ int TreeJailMain(int argc, char** argv) {
     ok = flags.size() == 1 && max_entries >= 1 && max_entries <= static_cast<long>(kMaxEntriesLimit);
   }
   if (ok && mode == "export") ok = flags.size() == 2 && flags.count("snap-id") && flags.count("parent");
+  if (ok && mode == "restore") ok = flags.size() == 1 && flags.count("snap-id");
   if (!ok) {
-    std::fprintf(stderr, "space tree-jail: started by the node only (diff --max-entries K | export --snap-id S --parent P)\n");
+    std::fprintf(stderr,
+                 "space tree-jail: started by the node only (diff --max-entries K | export --snap-id S --parent P | "
+                 "restore --snap-id S)\n");
     return 2;
   }
   constexpr int kCtl = 3, kOut = 4, kRpc = 5;
@@ -300,7 +326,10 @@ int TreeJailMain(int argc, char** argv) {
   if (!d.ok()) return fail("receiving the trees: " + d.status().ToString());
   ::close(kCtl);
   std::vector<UniqueFd> roots;
-  if (std::string err = Confine(*d, mode == "diff" ? 2 : 1, &roots); !err.empty()) return fail(err);
+  if (std::string err = Confine(*d, mode == "diff" ? 2 : 1, mode == "restore" ? kRestoreCaps : kReadCaps, &roots);
+      !err.empty()) {
+    return fail(err);
+  }
   d->fds.clear();
   std::string json;
   if (mode == "diff") {
@@ -312,6 +341,12 @@ int TreeJailMain(int argc, char** argv) {
                           {"removed", diff->removed},
                           {"truncated", diff->truncated}}
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else if (mode == "restore") {
+    snapshot::ChannelBlobStore store(kRpc);
+    Status st = snapshot::RestoreAt(flags["snap-id"], store, roots[0].get());
+    ::close(kRpc);
+    if (!st.ok()) return fail(st.ToString());
+    json = nlohmann::json{{"restored", true}}.dump();
   } else {
     snapshot::ChannelBlobStore store(kRpc);
     Result<snapshot::ExportStats> st = snapshot::ExportAt(roots[0].get(), flags["snap-id"], flags["parent"], store);

@@ -10,9 +10,10 @@
 // namespaces), and writes its result as JSON to a pipe the node reads as hostile input
 // (bounded, validated): the trees are the sandbox's.
 //
-// Today: snapshot diffs (storage::DiffTreesAt) and snapshot exports (snapshot::ExportAt, whose
-// store is the node's, reached over a channel the node serves: snapshot/blob_channel.h).
-// Restore is the next tree walker to move here (docs/privilege-inventory.md, T2).
+// Snapshot diffs (storage::DiffTreesAt), exports (snapshot::ExportAt) and restores
+// (snapshot::RestoreAt): for the last two the store is the node's, reached over a channel the
+// node serves (snapshot/blob_channel.h). A restore writes, so it runs over a writable clone and
+// keeps CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER and CAP_FSETID of its namespace instead.
 #pragma once
 
 #include <cstddef>
@@ -46,13 +47,20 @@ Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, con
                                                const std::string& snap_id, const std::string& parent_id,
                                                snapshot::BlobStore& store);
 
+// snapshot::Restore(snap_id, store, dest_dir), run in the jail over a writable idmapped clone of
+// `dest_dir` (a pool scratch tree): the node serves the snapshot's manifest and the objects it
+// lists, nothing else.
+Status RestoreInTreeJail(const TreeJailConfig& config, const std::string& snap_id, snapshot::BlobStore& store,
+                         const std::string& dest_dir);
+
 // Parses and checks what the jail wrote (exposed for tests): at most `max_entries` paths in
 // all, each absolute and at most PATH_MAX bytes.
 Result<storage::TreeDiff> ParseTreeDiff(const std::string& json, size_t max_entries);
 
-// The jail's own side, `space tree-jail diff --max-entries N` or `space tree-jail export
-// --snap-id S --parent P` (fds 3, 4 and for an export 5 set up by the node), started only by
-// DiffInTreeJail and ExportInTreeJail. Returns the exit code.
+// The jail's own side, `space tree-jail diff --max-entries N`, `space tree-jail export
+// --snap-id S --parent P` or `space tree-jail restore --snap-id S` (fds 3, 4 and for an export
+// or a restore 5, set up by the node), started only by the functions above. Returns the exit
+// code.
 int TreeJailMain(int argc, char** argv);
 
 }  // namespace space::node

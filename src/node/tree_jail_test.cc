@@ -21,6 +21,7 @@
 #include "common/unique_fd.h"
 #include "snapshot/local_blob_store.h"
 #include "snapshot/manifest.h"
+#include "snapshot/test_util.h"
 
 namespace space::node {
 namespace {
@@ -146,6 +147,25 @@ TEST_F(TreeJailTest, ExportsFilesOnlyItsNamespaceMayReadIntoTheNodesStore) {
   // An id already exported: the jail's error comes back, and nothing is committed twice.
   EXPECT_FALSE(ExportInTreeJail(config_, tree, "snap_2", "snap_1", **jail_store).ok());
   EXPECT_FALSE(ExportInTreeJail(config_, tree, "../x", "", **jail_store).ok());
+  EXPECT_EQ(acquired_, released_);
+
+  // And back: restored in the jail, owners, modes and bytes as exported.
+  const std::string dest = dir_ + "/restored";
+  Dir(dest, 0, 0755);
+  Status restored = RestoreInTreeJail(config_, "snap_2", **jail_store, dest);
+  ASSERT_TRUE(restored.ok()) << restored.ToString();
+  EXPECT_EQ(snapshot::testing::Fingerprint(dest, /*with_owner=*/true),
+            snapshot::testing::Fingerprint(tree, /*with_owner=*/true));
+  struct stat secret;
+  ASSERT_EQ(::stat((dest + "/home/secret").c_str(), &secret), 0);
+  EXPECT_EQ(secret.st_uid, 1000u);
+  EXPECT_EQ(secret.st_mode & 07777, 0600u);
+  // A snapshot the store does not hold, and a destination already filled: refused, nothing
+  // written through.
+  const std::string other = dir_ + "/other";
+  Dir(other, 0, 0755);
+  EXPECT_FALSE(RestoreInTreeJail(config_, "snap_9", **jail_store, other).ok());
+  EXPECT_FALSE(RestoreInTreeJail(config_, "snap_2", **jail_store, dest).ok());
   EXPECT_EQ(acquired_, released_);
 }
 

@@ -115,14 +115,16 @@ Result<std::pair<nlohmann::json, std::string>> Answer(const Frame& f, BlobStore&
     return std::make_pair(nlohmann::json{{"ok", true}, {"exists", exists}}, std::string());
   }
   if (op == "get") {
-    if (policy.parent_id.empty() || key != ManifestKey(policy.parent_id)) {
-      return PermissionDenied("blob channel: get of " + key + " (only the parent's manifest)");
-    }
-    ASSIGN_OR_RETURN(std::string bytes, store.Get(key, kMaxManifestBytes));
+    Result<std::string> hash = HashFromObjectKey(key);
+    bool allowed = hash.ok() ? policy.get_objects.count(*hash) > 0 : false;
+    for (const std::string& id : policy.get_manifests) allowed = allowed || key == ManifestKey(id);
+    if (!allowed) return PermissionDenied("blob channel: get of " + key + " (not this channel's)");
+    ASSIGN_OR_RETURN(std::string bytes, store.Get(key, hash.ok() ? MaxObjectSize() : kMaxManifestBytes));
     nlohmann::json h = {{"ok", true}, {"size", bytes.size()}};
     return std::make_pair(std::move(h), std::move(bytes));
   }
   if (op != "put" || !f.header.contains("size")) return InvalidArgument("blob channel: unknown request " + op);
+  if (policy.put_manifest.empty()) return PermissionDenied("blob channel: put of " + key + " (this channel only reads)");
   if (Result<std::string> hash = HashFromObjectKey(key); hash.ok()) {
     if (f.payload.size() > MaxObjectSize()) return InvalidArgument("blob channel: object too large");
     RETURN_IF_ERROR(dec.Verify(f.payload, *hash, scratch).Annotate("blob channel: put " + key));
@@ -131,11 +133,11 @@ Result<std::pair<nlohmann::json, std::string>> Answer(const Frame& f, BlobStore&
     stats->bytes_written += f.payload.size();
     return std::make_pair(nlohmann::json{{"ok", true}}, std::string());
   }
-  if (key != ManifestKey(policy.snap_id)) {
+  if (key != ManifestKey(policy.put_manifest)) {
     return PermissionDenied("blob channel: put of " + key + " (only this export's manifest)");
   }
   ASSIGN_OR_RETURN(Manifest m, ParseManifest(f.payload));
-  if (m.snap_id != policy.snap_id || m.parent != policy.parent_id) {
+  if (m.snap_id != policy.put_manifest || m.parent != policy.parent_id) {
     return InvalidArgument("blob channel: the manifest names another snapshot or parent");
   }
   std::unordered_set<std::string> seen;
@@ -188,8 +190,23 @@ Result<std::vector<std::string>> ChannelBlobStore::List(std::string_view) {
 
 Result<uint64_t> ChannelBlobStore::RemoveStaleTemp(int64_t) { return PermissionDenied("blob channel: no cleanup"); }
 
+BlobChannelPolicy ExportPolicy(const std::string& snap_id, const std::string& parent_id) {
+  BlobChannelPolicy p;
+  p.put_manifest = snap_id;
+  p.parent_id = parent_id;
+  if (!parent_id.empty()) p.get_manifests.push_back(parent_id);
+  return p;
+}
+
+BlobChannelPolicy RestorePolicy(const Manifest& m) {
+  BlobChannelPolicy p;
+  p.get_manifests.push_back(m.snap_id);
+  for (const ManifestEntry& e : m.entries) p.get_objects.insert(e.chunks.begin(), e.chunks.end());
+  return p;
+}
+
 Result<BlobChannelStats> ServeBlobChannel(int fd, BlobStore& store, const BlobChannelPolicy& policy) {
-  RETURN_IF_ERROR(ValidateSnapId(policy.snap_id));
+  if (!policy.put_manifest.empty()) RETURN_IF_ERROR(ValidateSnapId(policy.put_manifest));
   BlobChannelStats stats;
   Decompressor dec;
   std::string scratch;

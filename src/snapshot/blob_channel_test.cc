@@ -85,7 +85,7 @@ TEST_F(BlobChannelTest, AnIncrementalExportThroughTheChannelCommits) {
   WriteFile(dir_.Sub("tree/c"), "new content");
   Pair p = StreamPair();
   Result<BlobChannelStats> served = Internal("not run");
-  std::thread t = Serve(p.node.get(), {.snap_id = "snap_2", .parent_id = "snap_1"}, &served);
+  std::thread t = Serve(p.node.get(), ExportPolicy("snap_2", "snap_1"), &served);
   {
     ChannelBlobStore remote(p.jail.get());
     UniqueFd root(::open(dir_.Sub("tree").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -145,7 +145,7 @@ TEST_F(BlobChannelTest, RefusesWhatOneExportMayNotDo) {
   for (const Case& c : cases) {
     Pair p = StreamPair();
     Result<BlobChannelStats> served = Internal("not run");
-    std::thread t = Serve(p.node.get(), {.snap_id = "snap_2", .parent_id = "snap_1"}, &served);
+    std::thread t = Serve(p.node.get(), ExportPolicy("snap_2", "snap_1"), &served);
     nlohmann::json reply = Raw(p.jail.get(), c.header, c.payload);
     p.jail.reset();
     t.join();
@@ -160,7 +160,7 @@ TEST_F(BlobChannelTest, RefusesWhatOneExportMayNotDo) {
   for (const std::string& bad : {std::string("\xff\xff\xff\x7f", 4), std::string("\x00\x00\x00\x00", 4)}) {
     Pair p = StreamPair();
     Result<BlobChannelStats> served = Internal("not run");
-    std::thread t = Serve(p.node.get(), {.snap_id = "snap_2"}, &served);
+    std::thread t = Serve(p.node.get(), ExportPolicy("snap_2", ""), &served);
     ASSERT_EQ(::write(p.jail.get(), bad.data(), bad.size()), 4);
     p.jail.reset();
     t.join();
@@ -169,7 +169,7 @@ TEST_F(BlobChannelTest, RefusesWhatOneExportMayNotDo) {
   // What one export does, it may: exists, a verified object, the parent's manifest.
   Pair p = StreamPair();
   Result<BlobChannelStats> served = Internal("not run");
-  std::thread t = Serve(p.node.get(), {.snap_id = "snap_2", .parent_id = "snap_1"}, &served);
+  std::thread t = Serve(p.node.get(), ExportPolicy("snap_2", "snap_1"), &served);
   EXPECT_EQ(Raw(p.jail.get(), {{"op", "exists"}, {"key", ObjectKey(*hash)}}).value("exists", true), false);
   EXPECT_EQ(Raw(p.jail.get(), {{"op", "put"}, {"key", ObjectKey(*hash)}, {"size", object->size()}}, *object).value("ok", false), true);
   EXPECT_EQ(Raw(p.jail.get(), {{"op", "get"}, {"key", "manifests/snap_1.json"}}).value("ok", false), true);
@@ -177,6 +177,51 @@ TEST_F(BlobChannelTest, RefusesWhatOneExportMayNotDo) {
   t.join();
   EXPECT_TRUE(served.ok()) << served.status().ToString();
   EXPECT_TRUE(store_->Exists(ObjectKey(*hash)).value());
+}
+
+TEST_F(BlobChannelTest, ARestoreGetsOnlyItsManifestAndItsObjects) {
+  Result<Manifest> m = LoadManifest(*store_, "snap_1");
+  ASSERT_TRUE(m.ok());
+  std::string listed;
+  for (const auto& e : m->entries) {
+    if (!e.chunks.empty()) listed = e.chunks[0];
+  }
+  ASSERT_FALSE(listed.empty());
+  // Another snapshot's object, in the same store.
+  WriteFile(dir_.Sub("tree/c"), "only in snap_x");
+  ASSERT_TRUE(Export(dir_.Sub("tree"), "snap_x", "snap_1", *store_).ok());
+  Result<std::string> foreign = Sha256Hex("only in snap_x");
+  ASSERT_TRUE(foreign.ok());
+  Compressor c;
+  Result<std::string> object = c.Compress("x");
+  Result<std::string> hash = Sha256Hex("x");
+  ASSERT_TRUE(object.ok() && hash.ok());
+  const BlobChannelPolicy policy = RestorePolicy(*m);
+  struct Case {
+    const char* what;
+    nlohmann::json header;
+    std::string payload;
+    bool allowed;
+  };
+  const std::vector<Case> cases = {
+      {"its manifest", {{"op", "get"}, {"key", "manifests/snap_1.json"}}, "", true},
+      {"an object it lists", {{"op", "get"}, {"key", ObjectKey(listed)}}, "", true},
+      {"another snapshot's object", {{"op", "get"}, {"key", ObjectKey(*foreign)}}, "", false},
+      {"another manifest", {{"op", "get"}, {"key", "manifests/snap_x.json"}}, "", false},
+      {"a put", {{"op", "put"}, {"key", ObjectKey(*hash)}, {"size", object->size()}}, *object, false},
+  };
+  for (const Case& k : cases) {
+    Pair p = StreamPair();
+    Result<BlobChannelStats> served = Internal("not run");
+    std::thread t = Serve(p.node.get(), policy, &served);
+    nlohmann::json reply = Raw(p.jail.get(), k.header, k.payload);
+    p.jail.reset();
+    t.join();
+    ASSERT_TRUE(reply.is_object()) << k.what;
+    EXPECT_EQ(reply.value("ok", !k.allowed), k.allowed) << k.what;
+    EXPECT_EQ(served.ok(), k.allowed) << k.what;
+  }
+  EXPECT_FALSE(store_->Exists(ObjectKey(*hash)).value());
 }
 
 }  // namespace

@@ -184,4 +184,12 @@ Status Restore(const std::string& snap_id, BlobStore& store, const std::string& 
   return restorer.Run(m).Annotate("restore " + snap_id);
 }
 
+Status RestoreAt(const std::string& snap_id, BlobStore& store, int dest_fd, const RestoreOptions& options) {
+  ASSIGN_OR_RETURN(Manifest m, LoadManifest(store, snap_id));
+  int dup = ::fcntl(dest_fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return ErrnoStatus("fcntl", "F_DUPFD_CLOEXEC", errno);
+  TreeRestorer restorer(store, options, "the tree of " + snap_id, UniqueFd(dup));
+  return restorer.Run(m).Annotate("restore " + snap_id);
+}
+
 }  // namespace space::snapshot

@@ -42,5 +42,7 @@ inline constexpr uint32_t kOverflowOwner = 65534;
 // NotFound if `snap_id` has no manifest (never exported, or its export did not finish).
 Status Restore(const std::string& snap_id, BlobStore& store, const std::string& dest_dir,
                const RestoreOptions& options = {});
+// The same beneath an open directory `dest_fd` (not owned).
+Status RestoreAt(const std::string& snap_id, BlobStore& store, int dest_fd, const RestoreOptions& options = {});
 
 }  // namespace space::snapshot

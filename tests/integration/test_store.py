@@ -62,6 +62,10 @@ class StoreTest(unittest.TestCase):
         blob = os.urandom(3 << 20)
         self.s.call("PUT", "/v1/sandboxes/%s/files?path=/root/blob" % sid, raw=blob)
         self.sh(sid, "echo kept > /root/f")
+        # A user's private files: exported and restored by the tree jail, owners and modes kept.
+        self.sh(sid, "mkdir -p /home/u && echo mine > /home/u/s && chown -R 1000:1000 /home/u && "
+                     "chmod 700 /home/u && chmod 600 /home/u/s && mkdir -p /srv/g && chgrp 1000 /srv/g && "
+                     "chmod 2770 /srv/g")
         st, d = self.s.json("POST", "/v1/sandboxes/%s/suspend?wait=true" % sid)
         self.assertEqual((st, d.get("state")), (200, "suspended"), d)
         # Nothing of it is left on the node: no root, no local snapshot copy.
@@ -76,6 +80,8 @@ class StoreTest(unittest.TestCase):
         st, d = self.s.json("POST", "/v1/sandboxes/%s/resume?wait=true" % sid)
         self.assertEqual((st, d.get("state")), (200, "running"), d)
         self.assertEqual(self.sh(sid, "cat /root/f"), "kept\n")
+        self.assertEqual(self.sh(sid, "cat /home/u/s; stat -c '%u:%g %a' /home/u /home/u/s /srv/g"),
+                         "mine\n1000:1000 700\n1000:1000 600\n0:1000 2770\n")
         self.assertEqual(self.s.call("GET", "/v1/sandboxes/%s/files?path=/root/blob" % sid)[2], blob)
 
     def test_timeout_suspends_when_asked(self):
