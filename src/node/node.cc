@@ -74,6 +74,8 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
     jail.run_dir = HostRunDir();
     return RunInBuildJail(jail, dir, argv, on_line);
   };
+  // And their digests are read in the tree jail: a template holds files of other owners.
+  pc.digester = [n = node.get()](const std::string& dir) { return DigestInTreeJail(n->TreeJail(), dir); };
   if (config.pool_mount) {
     ASSIGN_OR_RETURN(node->pool_, storage::Pool::OpenMounted(pc, *config.pool_mount));
   } else {

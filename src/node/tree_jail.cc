@@ -32,6 +32,8 @@
 #include "snapshot/exporter.h"
 #include "snapshot/manifest.h"
 #include "snapshot/restorer.h"
+#include "storage/digest.h"
+#include "storage/names.h"
 
 namespace space::node {
 namespace {
@@ -282,6 +284,17 @@ Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, con
   return stats;
 }
 
+Result<storage::TreeDigest> DigestInTreeJail(const TreeJailConfig& config, const std::string& tree_dir) {
+  ASSIGN_OR_RETURN(JailOutput run, RunTreeJail(config, {"digest"}, {tree_dir}, /*writable=*/false, nullptr));
+  ASSIGN_OR_RETURN(nlohmann::json j, JailJson(run));
+  storage::TreeDigest d;
+  d.digest = j.contains("digest") && j["digest"].is_string() ? j["digest"].get<std::string>() : "";
+  if (!storage::DigestHex(d.digest).ok()) return Internal("tree jail: no digest of the form sha256:<64 hex>");
+  if (!j.contains("size_bytes") || !j["size_bytes"].is_number_unsigned()) return Internal("tree jail: no size");
+  d.size_bytes = j["size_bytes"].get<uint64_t>();
+  return d;
+}
+
 Status RestoreInTreeJail(const TreeJailConfig& config, const std::string& snap_id, snapshot::BlobStore& store,
                          const std::string& dest_dir) {
   RETURN_IF_ERROR(snapshot::ValidateSnapId(snap_id));
@@ -299,7 +312,7 @@ int TreeJailMain(int argc, char** argv) {
   // a restore's store channel).
   const std::string mode = argc >= 3 ? argv[2] : "";
   std::map<std::string, std::string> flags;
-  bool ok = (mode == "diff" || mode == "export" || mode == "restore") && argc % 2 == 1;
+  bool ok = (mode == "diff" || mode == "export" || mode == "restore" || mode == "digest") && argc % 2 == 1;
   for (int i = 3; ok && i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     ok = flag.rfind("--", 0) == 0 && flags.emplace(flag.substr(2), argv[i + 1]).second;
@@ -311,10 +324,11 @@ int TreeJailMain(int argc, char** argv) {
   }
   if (ok && mode == "export") ok = flags.size() == 2 && flags.count("snap-id") && flags.count("parent");
   if (ok && mode == "restore") ok = flags.size() == 1 && flags.count("snap-id");
+  if (ok && mode == "digest") ok = flags.empty();
   if (!ok) {
     std::fprintf(stderr,
                  "space tree-jail: started by the node only (diff --max-entries K | export --snap-id S --parent P | "
-                 "restore --snap-id S)\n");
+                 "restore --snap-id S | digest)\n");
     return 2;
   }
   constexpr int kCtl = 3, kOut = 4, kRpc = 5;
@@ -341,6 +355,10 @@ int TreeJailMain(int argc, char** argv) {
                           {"removed", diff->removed},
                           {"truncated", diff->truncated}}
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else if (mode == "digest") {
+    Result<storage::TreeDigest> d = storage::DigestTreeAt(roots[0].get());
+    if (!d.ok()) return fail(d.status().ToString());
+    json = nlohmann::json{{"digest", d->digest}, {"size_bytes", d->size_bytes}}.dump();
   } else if (mode == "restore") {
     snapshot::ChannelBlobStore store(kRpc);
     Status st = snapshot::RestoreAt(flags["snap-id"], store, roots[0].get());

@@ -11,7 +11,7 @@
 // (bounded, validated): the trees are the sandbox's.
 //
 // Snapshot diffs (storage::DiffTreesAt), exports (snapshot::ExportAt) and restores
-// (snapshot::RestoreAt): for the last two the store is the node's, reached over a channel the
+// (snapshot::RestoreAt), and new templates' digests (storage::DigestTreeAt): for the last two the store is the node's, reached over a channel the
 // node serves (snapshot/blob_channel.h). A restore writes, so it runs over a writable clone and
 // keeps CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER and CAP_FSETID of its namespace instead.
 #pragma once
@@ -25,6 +25,7 @@
 #include "snapshot/blob_store.h"
 #include "snapshot/exporter.h"
 #include "storage/diff.h"
+#include "storage/digest.h"
 
 namespace space::node {
 
@@ -47,6 +48,9 @@ Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, con
                                                const std::string& snap_id, const std::string& parent_id,
                                                snapshot::BlobStore& store);
 
+// storage::DigestTree(tree_dir), run in the jail: a new template's digest (what pins it).
+Result<storage::TreeDigest> DigestInTreeJail(const TreeJailConfig& config, const std::string& tree_dir);
+
 // snapshot::Restore(snap_id, store, dest_dir), run in the jail over a writable idmapped clone of
 // `dest_dir` (a pool scratch tree): the node serves the snapshot's manifest and the objects it
 // lists, nothing else.
@@ -58,9 +62,9 @@ Status RestoreInTreeJail(const TreeJailConfig& config, const std::string& snap_i
 Result<storage::TreeDiff> ParseTreeDiff(const std::string& json, size_t max_entries);
 
 // The jail's own side, `space tree-jail diff --max-entries N`, `space tree-jail export
-// --snap-id S --parent P` or `space tree-jail restore --snap-id S` (fds 3, 4 and for an export
-// or a restore 5, set up by the node), started only by the functions above. Returns the exit
-// code.
+// --snap-id S --parent P`, `space tree-jail restore --snap-id S` or `space tree-jail digest`
+// (fds 3, 4 and for an export or a restore 5, set up by the node), started only by the
+// functions above. Returns the exit code.
 int TreeJailMain(int argc, char** argv);
 
 }  // namespace space::node

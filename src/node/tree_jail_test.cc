@@ -169,6 +169,29 @@ TEST_F(TreeJailTest, ExportsFilesOnlyItsNamespaceMayReadIntoTheNodesStore) {
   EXPECT_EQ(acquired_, released_);
 }
 
+TEST_F(TreeJailTest, DigestsATreeOfOtherOwnersAsTheNodeWould) {
+  const std::string tree = dir_ + "/tree";
+  Dir(tree, 0, 0755);
+  Dir(tree + "/cache", 42, 0700);  // like /var/cache/apt/archives/partial, _apt's
+  File(tree + "/cache/lock", "", 42, 0640);
+  File(tree + "/shadow", "root:*:1::::::\n", 0, 0640);
+  File(tree + "/secret", "x", 1000, 0600);
+  ASSERT_EQ(::symlink("secret", (tree + "/link").c_str()), 0);
+  Result<storage::TreeDigest> jailed = DigestInTreeJail(config_, tree);
+  ASSERT_TRUE(jailed.ok()) << jailed.status().ToString();
+  Result<storage::TreeDigest> direct = storage::DigestTree(tree);
+  ASSERT_TRUE(direct.ok());
+  EXPECT_EQ(jailed->digest, direct->digest);
+  EXPECT_EQ(jailed->size_bytes, direct->size_bytes);
+  // Any change of an owner shows (the jail sees the on-disk ids, not its own).
+  ASSERT_EQ(::chown((tree + "/secret").c_str(), 1001, 1000), 0);
+  Result<storage::TreeDigest> changed = DigestInTreeJail(config_, tree);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(changed->digest, jailed->digest);
+  EXPECT_EQ(changed->digest, storage::DigestTree(tree)->digest);
+  EXPECT_EQ(acquired_, released_);
+}
+
 TEST(ParseTreeDiffTest, TakesOnlyABoundedWellFormedResult) {
   Result<storage::TreeDiff> ok =
       ParseTreeDiff(R"({"added":["/a"],"changed":["/b c"],"removed":[],"truncated":true})", 10);

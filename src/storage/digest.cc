@@ -137,8 +137,12 @@ class Walker {
 
 Result<TreeDigest> DigestTree(const std::string& root) {
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+  return DigestTreeAt(fd.get());
+}
+
+Result<TreeDigest> DigestTreeAt(int root_fd) {
   Walker w;
-  RETURN_IF_ERROR(w.Entry(fd.get(), "", "."));
+  RETURN_IF_ERROR(w.Entry(root_fd, "", "."));
   return w.Finish();
 }
 

@@ -23,6 +23,8 @@ struct TreeDigest {
 };
 
 Result<TreeDigest> DigestTree(const std::string& root);
+// The same for a tree whose root directory is open (readable) as `root_fd`.
+Result<TreeDigest> DigestTreeAt(int root_fd);
 
 // "sha256:<hex>" of a byte string (exposed for tests and small callers).
 std::string Sha256Hex(std::string_view data);

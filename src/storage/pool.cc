@@ -37,7 +37,8 @@ using TreeBuilder = std::function<Status(const std::string& dir, const ProgressF
 
 class PoolImpl final : public Pool {
  public:
-  PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota, ToolRunner build_runner)
+  PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota, ToolRunner build_runner,
+           TreeDigester digester)
       : pool_dir_(pool_dir),
         btrfs_quota_(btrfs_quota),
         templates_dir_(pool_dir + "/templates"),
@@ -45,7 +46,8 @@ class PoolImpl final : public Pool {
         snapshots_dir_(pool_dir + "/snapshots"),
         index_path_(templates_dir_ + "/index.json"),
         backend_(std::move(backend)),
-        build_runner_(std::move(build_runner)) {}
+        build_runner_(std::move(build_runner)),
+        digester_(std::move(digester)) {}
 
   void CheckDiskAccounting() override {
     if (!btrfs_quota_) return;
@@ -332,7 +334,7 @@ class PoolImpl final : public Pool {
                                       const TreeBuilder& builder, const ProgressFn& progress) {
     RETURN_IF_ERROR(builder(scratch, progress));
     if (progress) progress("computing digest");
-    ASSIGN_OR_RETURN(TreeDigest d, DigestTree(scratch));
+    ASSIGN_OR_RETURN(TreeDigest d, digester_ ? digester_(scratch) : DigestTree(scratch));
     TemplateInfo info;
     info.name = name;
     info.digest = d.digest;
@@ -361,6 +363,7 @@ class PoolImpl final : public Pool {
   const std::string index_path_;
   const std::unique_ptr<Backend> backend_;
   const ToolRunner build_runner_;
+  const TreeDigester digester_;
   std::mutex build_mu_;  // held for a whole template build
   std::mutex index_mu_;  // guards index.json read-modify-write
   std::mutex rollback_mu_;  // held for a whole ReplaceRootFromSnapshot
@@ -376,7 +379,7 @@ Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
 Result<std::unique_ptr<Pool>> Pool::OpenMounted(const PoolConfig& config, const PoolMount& m) {
   std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
   auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled,
-                                         config.build_runner);
+                                         config.build_runner, config.digester);
   RETURN_IF_ERROR(pool->Recover());
   LogInfo(kLog, "pool " + m.pool_dir + " open, kind " + pool->kind() +
                     (m.btrfs ? (m.quota_enabled ? ", quotas on" : ", quotas OFF") : ", disk limits not enforced"));

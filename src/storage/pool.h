@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "storage/digest.h"
 
 namespace space::storage {
 
@@ -44,11 +45,17 @@ using ToolArgv = std::function<std::vector<std::string>(const std::string& targe
 using ToolRunner =
     std::function<Status(const std::string& tree_dir, const ToolArgv& argv, const ProgressFn& on_line)>;
 
+// Computes a new template tree's digest (storage/digest.h DigestTree). The node's reads it in
+// the tree jail (node/tree_jail.h): a template holds files of other owners (a Debian tree's
+// 0700 directories of _apt, say), which only CAP_DAC_READ_SEARCH reads from outside.
+using TreeDigester = std::function<Result<TreeDigest>(const std::string& tree_dir)>;
+
 struct PoolConfig {
   std::string data_dir;                        // e.g. /var/lib/space
   uint64_t loop_image_bytes = 64ull << 30;     // sparse size of pool.img when the host is not btrfs
   bool force_overlay = false;                  // skip btrfs (tests of the fallback)
   ToolRunner build_runner;                     // builds "base"; empty: "base" cannot be built
+  TreeDigester digester;                       // empty: DigestTree here
 };
 
 // A pool brought into service (pool_mount.h MountPool).
