@@ -84,20 +84,22 @@ asan: deps
 	@cmake --build $(BUILD_DIR)-asan -j$(JOBS)
 	$(PG_CLUSTER) sh -c 'cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600'
 
-# libFuzzer on the hostile-input parsers, FUZZ_SECONDS each (clang; corpora start empty unless
-# tests/fuzz/corpus/<target> exists). `make fuzz FUZZ_SECONDS=3600` is the long run.
+# libFuzzer on the hostile-input parsers, FUZZ_SECONDS each (clang; each keeps its corpus in
+# $(BUILD_DIR)-fuzz/corpus-<target>, seeded from tests/fuzz/corpus/<target> where that exists).
+# `make fuzz FUZZ_SECONDS=3600` is the long run.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = frame_parser_fuzz json_parsers_fuzz http_request_fuzz gateway_parsers_fuzz \
-  connect_envelope_fuzz path_resolution_fuzz gateway_ipc_fuzz broker_request_fuzz
+  connect_envelope_fuzz path_resolution_fuzz gateway_ipc_fuzz broker_request_fuzz blob_channel_fuzz
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_DIR)-fuzz -DSPACE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -DSPACE_COMPONENTS="common;guest;snapshot" >/dev/null
 	@cmake --build $(BUILD_DIR)-fuzz -j$(JOBS) --target $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
-	  log=$(BUILD_DIR)-fuzz/$$t.log; \
+	  log=$(BUILD_DIR)-fuzz/$$t.log; corpus=$(BUILD_DIR)-fuzz/corpus-$$t; mkdir -p $$corpus; \
+	  seeds=; if [ -d tests/fuzz/corpus/$$t ]; then seeds=tests/fuzz/corpus/$$t; fi; \
 	  $(BUILD_DIR)-fuzz/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
-	    -artifact_prefix=$(BUILD_DIR)-fuzz/$$t- >$$log 2>&1; rc=$$?; \
+	    -artifact_prefix=$(BUILD_DIR)-fuzz/$$t- $$corpus $$seeds >$$log 2>&1; rc=$$?; \
 	  grep -E '^(stat::number_of_executed_units|#[0-9]+ *DONE)' $$log; \
 	  if [ $$rc -ne 0 ]; then tail -40 $$log; exit 1; fi; \
 	done
