@@ -18,12 +18,10 @@
 
 #include "common/datagram.h"
 #include "common/helper_spawn.h"
-#include "common/host_slots.h"
-#include "common/kill_child.h"
+#include "node/jail_spawn.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
 #include "runtime/ns/mounts.h"
-#include "runtime/ns/userns.h"
 #include "storage/subprocess.h"
 
 extern char** environ;
@@ -80,12 +78,7 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
                       const storage::ProgressFn& on_line) {
   ASSIGN_OR_RETURN(UniqueFd tree, OpenFd(tree_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   ASSIGN_OR_RETURN(int64_t slot, config.acquire_slot());
-  struct Lease {
-    const BuildJailConfig& c;
-    int64_t slot;
-    ~Lease() { c.release_slot(slot); }
-  } lease{config, slot};
-  const uint32_t uid_base = HostSlots::UidBase(slot);
+  SlotLease lease(slot, config.release_slot);
   const std::string target = config.run_dir + "/build-" + std::to_string(slot);
   RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
   RETURN_IF_ERROR(EnsureMountPoint(target));
@@ -112,27 +105,16 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
   // How tools learn that they run in a container that cannot mknod: debootstrap then skips
   // its mknod test of the target and keeps the device files the jail bound.
   spec.env.push_back("container=lxc");
-  spec.user.root_in_namespace = true;
-  spec.user.map_ids = [uid_base](int pidfd, pid_t pid) {
-    return runtime::ns::MapIds({.pidfd = pidfd, .pid = pid, .uid_base = uid_base, .shape = runtime::ns::IdMapShape::kSandbox});
-  };
-  ASSIGN_OR_RETURN(pid_t pid, SpawnHelper(spec));
+  ASSIGN_OR_RETURN(JailChild child, SpawnJailChild(std::move(spec), lease.uid_base(), "build jail"));
   ctl_child.reset();
   out_w.reset();
-  auto give_up = [pid](Status st) {
-    (void)KillChildPid(pid);
-    (void)RetryEintr([&] { return ::waitpid(pid, nullptr, 0); });
-    return st;
-  };
   // The idmapped tree, made as a sandbox's root is (runtime/ns/mounts.h): nosuid, nodev.
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));  // our child, not yet reaped
-  if (!pidfd) return give_up(ErrnoStatus("pidfd_open", "build jail", errno));
-  Result<UniqueFd> mount =
-      runtime::ns::IdmapTree({.dir_fd = tree.get(), .pidfd = pidfd.get(), .pid = pid, .uid_base = uid_base});
-  if (!mount.ok()) return give_up(mount.status());
-  if (Status st = SendDatagram(ctl.get(), "tree", {mount->get()}, kChannel); !st.ok()) return give_up(st);
+  Result<UniqueFd> mount = runtime::ns::IdmapTree(
+      {.dir_fd = tree.get(), .pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = lease.uid_base()});
+  if (!mount.ok()) return child.GiveUp(mount.status());
+  if (Status st = SendDatagram(ctl.get(), "tree", {mount->get()}, kChannel); !st.ok()) return child.GiveUp(st);
   mount->reset();
-  return storage::CollectOutput(out_r.get(), pid, argv[0] + " (build jail)", on_line);
+  return storage::CollectOutput(out_r.get(), child.pid, argv[0] + " (build jail)", on_line);
 }
 
 int BuildJailMain(int argc, char** argv) {

@@ -21,13 +21,11 @@
 #include "common/capabilities.h"
 #include "common/datagram.h"
 #include "common/helper_spawn.h"
-#include "common/host_slots.h"
-#include "common/kill_child.h"
+#include "node/jail_spawn.h"
 #include "common/seccomp_denylist.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
 #include "runtime/ns/mounts.h"
-#include "runtime/ns/userns.h"
 #include "snapshot/blob_channel.h"
 #include "snapshot/exporter.h"
 #include "snapshot/manifest.h"
@@ -158,12 +156,7 @@ Result<JailOutput> RunTreeJail(const TreeJailConfig& config, const std::vector<s
     dir_fds.push_back(std::move(fd));
   }
   ASSIGN_OR_RETURN(int64_t slot, config.acquire_slot());
-  struct Lease {
-    const TreeJailConfig& c;
-    int64_t slot;
-    ~Lease() { c.release_slot(slot); }
-  } lease{config, slot};
-  const uint32_t uid_base = HostSlots::UidBase(slot);
+  SlotLease lease(slot, config.release_slot);
 
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return ErrnoStatus("socketpair", "tree jail", errno);
@@ -183,41 +176,31 @@ Result<JailOutput> RunTreeJail(const TreeJailConfig& config, const std::vector<s
   spec.args.insert(spec.args.end(), mode_args.begin(), mode_args.end());
   spec.fds = {{ctl_child.get(), 3}, {out_w.get(), 4}};
   if (serve) spec.fds.push_back({rpc_child.get(), 5});
-  spec.user.root_in_namespace = true;
-  spec.user.map_ids = [uid_base](int pidfd, pid_t pid) {
-    return runtime::ns::MapIds({.pidfd = pidfd, .pid = pid, .uid_base = uid_base, .shape = runtime::ns::IdMapShape::kSandbox});
-  };
-  ASSIGN_OR_RETURN(pid_t pid, SpawnHelper(spec));
+  ASSIGN_OR_RETURN(JailChild child, SpawnJailChild(std::move(spec), lease.uid_base(), "tree jail"));
   ctl_child.reset();
   out_w.reset();
   rpc_child.reset();
-  auto give_up = [pid](Status st) {
-    (void)KillChildPid(pid);
-    (void)RetryEintr([&] { return ::waitpid(pid, nullptr, 0); });
-    return st;
-  };
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));  // our child, not yet reaped
-  if (!pidfd) return give_up(ErrnoStatus("pidfd_open", "tree jail", errno));
   std::vector<UniqueFd> clones;
   std::vector<int> send;
   for (const UniqueFd& dir : dir_fds) {
     Result<UniqueFd> clone = runtime::ns::IdmapTree(
-        {.dir_fd = dir.get(), .pidfd = pidfd.get(), .pid = pid, .uid_base = uid_base, .read_only = !writable});
-    if (!clone.ok()) return give_up(clone.status().Annotate("tree jail"));
+        {.dir_fd = dir.get(), .pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = lease.uid_base(),
+         .read_only = !writable});
+    if (!clone.ok()) return child.GiveUp(clone.status().Annotate("tree jail"));
     send.push_back(clone->get());
     clones.push_back(std::move(*clone));
   }
-  if (Status st = SendDatagram(ctl.get(), "trees", send, kChannel); !st.ok()) return give_up(st);
+  if (Status st = SendDatagram(ctl.get(), "trees", send, kChannel); !st.ok()) return child.GiveUp(st);
   clones.clear();
   if (serve) {
-    if (Status st = serve(rpc.get()); !st.ok()) return give_up(st);
+    if (Status st = serve(rpc.get()); !st.ok()) return child.GiveUp(st);
     rpc.reset();
   }
   Result<std::string> output = ReadBounded(out_r.get(), kMaxTreeJailOutputBytes);
-  if (!output.ok()) return give_up(output.status());
+  if (!output.ok()) return child.GiveUp(output.status());
   JailOutput result;
   result.output = std::move(*output);
-  if (RetryEintr([&] { return ::waitpid(pid, &result.status, 0); }) != pid) {
+  if (RetryEintr([&] { return ::waitpid(child.pid, &result.status, 0); }) != child.pid) {
     return ErrnoStatus("waitpid", "tree jail", errno);
   }
   return result;
