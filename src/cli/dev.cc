@@ -103,9 +103,13 @@ constexpr int kUnusedCapabilities[] = {CAP_IPC_LOCK, CAP_IPC_OWNER, CAP_SYS_RESO
 // chroot (debootstrap now runs in the build jail, and the API front chroots from a user
 // namespace of its own), audit records (no login tool runs unjailed), and CAP_SETPCAP, which
 // shrinks a bounding set: its helpers, sandboxes and VMMs empty theirs inside their own user
-// namespaces. Dropped with the last set, when nothing needs them any more (CAP_SETPCAP is
-// still what lets that very call drop bounding-set bits).
-constexpr int kNodeUnusedAfterStart[] = {CAP_SYS_CHROOT, CAP_AUDIT_WRITE, CAP_SETPCAP};
+// namespaces. CHOWN, FSETID, MKNOD and SETFCAP wrote new templates' trees (an import's owners,
+// setuid bits, device nodes and file capabilities; busybox's home/user): every step that
+// writes a template now runs in the build jail, root of its own user namespace only
+// (storage/template_builder.h). Dropped with the last set, when nothing needs them any more
+// (CAP_SETPCAP is still what lets that very call drop bounding-set bits).
+constexpr int kNodeUnusedAfterStart[] = {CAP_SYS_CHROOT, CAP_AUDIT_WRITE, CAP_SETPCAP, CAP_CHOWN,
+                                         CAP_FSETID,     CAP_MKNOD,       CAP_SETFCAP};
 
 int RunDev(const DevOptions& options) {
   if (::geteuid() != 0) {

@@ -23,6 +23,7 @@
 #include "common/unique_fd.h"
 #include "runtime/ns/mounts.h"
 #include "storage/subprocess.h"
+#include "storage/template_builder.h"
 
 extern char** environ;
 
@@ -43,19 +44,23 @@ Status EnsureMountPoint(const std::string& path) {
 }
 
 // The jail's side, before the tool runs: an error message, or empty.
-std::string EnterJail(int ctl_fd, const std::string& target) {
+std::string EnterJail(int ctl_fd, const std::string& target, bool isolate_net, bool bind_devices) {
   Result<Datagram> d = ReceiveDatagram(ctl_fd, kChannel);
   if (!d.ok()) return "receiving the tree: " + d.status().ToString();
   if (d->fds.size() != 1 || d->bytes != "tree") return "receiving the tree: unexpected message";
   // Its own mount namespace (the tree and the device binds vanish with it) and PID namespace
-  // (proc mounts work, and the tool's processes end with it).
-  if (::unshare(CLONE_NEWNS | CLONE_NEWPID) != 0) return std::string("unshare: ") + std::strerror(errno);
+  // (proc mounts work, and the tool's processes end with it), and a network namespace with
+  // nothing in it unless the step downloads.
+  if (::unshare(CLONE_NEWNS | CLONE_NEWPID | (isolate_net ? CLONE_NEWNET : 0)) != 0) {
+    return std::string("unshare: ") + std::strerror(errno);
+  }
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return std::string("mount --make-rprivate /: ") + std::strerror(errno);
   }
   if (::syscall(SYS_move_mount, d->fds[0].get(), "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
     return "move_mount " + target + ": " + std::strerror(errno);
   }
+  if (!bind_devices) return "";
   const std::string dev = target + "/dev";
   if (::mkdir(dev.c_str(), 0755) != 0 && errno != EEXIST) return "mkdir " + dev + ": " + std::strerror(errno);
   for (const char* name : kBoundDevices) {
@@ -74,7 +79,7 @@ std::string EnterJail(int ctl_fd, const std::string& target) {
 
 }  // namespace
 
-Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir, const storage::ToolArgv& tool_argv,
+Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir, const storage::ToolRun& run,
                       const storage::ProgressFn& on_line) {
   ASSIGN_OR_RETURN(UniqueFd tree, OpenFd(tree_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   ASSIGN_OR_RETURN(int64_t slot, config.acquire_slot());
@@ -82,8 +87,10 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
   const std::string target = config.run_dir + "/build-" + std::to_string(slot);
   RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
   RETURN_IF_ERROR(EnsureMountPoint(target));
-  const std::vector<std::string> argv = tool_argv(target);
-  if (argv.empty() || argv[0].empty() || argv[0][0] != '/') return InvalidArgument("build jail: argv[0] must be an absolute path");
+  const std::vector<std::string> argv = run.argv(target);
+  if (argv.empty() || argv[0].empty() || (argv[0][0] != '/' && argv[0][0] != '@')) {
+    return InvalidArgument("build jail: argv[0] must be an absolute path or an @step");
+  }
 
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return ErrnoStatus("socketpair", "build jail", errno);
@@ -95,9 +102,16 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
   if (!exe) return ErrnoStatus("open", "/proc/self/exe", errno);
 
   HelperSpec spec;
-  spec.args = {"space", "build-jail", "--ctl-fd", "3", "--out-fd", "4", "--target", target, "--"};
-  spec.args.insert(spec.args.end(), argv.begin(), argv.end());
+  spec.args = {"space", "build-jail", "--ctl-fd", "3", "--out-fd", "4"};
   spec.fds = {{ctl_child.get(), 3}, {out_w.get(), 4}};
+  if (run.stdin_fd >= 0) {
+    spec.args.insert(spec.args.end(), {"--stdin-fd", "5"});
+    spec.fds.push_back({run.stdin_fd, 5});
+  }
+  if (!run.network) spec.args.push_back("--isolate-net");
+  if (run.bind_devices) spec.args.push_back("--bind-devices");
+  spec.args.insert(spec.args.end(), {"--target", target, "--"});
+  spec.args.insert(spec.args.end(), argv.begin(), argv.end());
   spec.exe_fd = exe.get();
   for (auto& e : storage::ToolEnvironment({})) {
     if (e.rfind("PATH=", 0) != 0) spec.env.push_back(std::move(e));  // SpawnHelper sets PATH
@@ -118,30 +132,36 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
 }
 
 int BuildJailMain(int argc, char** argv) {
-  long ctl_fd = -1, out_fd = -1;
+  long ctl_fd = -1, out_fd = -1, in_fd = -1;
+  bool isolate_net = false, bind_devices = false;
   std::string target;
   int i = 2;
-  for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
+  for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--ctl-fd") ctl_fd = std::strtol(argv[i + 1], nullptr, 10);
-    else if (flag == "--out-fd") out_fd = std::strtol(argv[i + 1], nullptr, 10);
-    else if (flag == "--target") target = argv[i + 1];
+    if (flag == "--isolate-net") isolate_net = true;
+    else if (flag == "--bind-devices") bind_devices = true;
+    else if (i + 1 >= argc) break;
+    else if (flag == "--ctl-fd") ctl_fd = std::strtol(argv[++i], nullptr, 10);
+    else if (flag == "--out-fd") out_fd = std::strtol(argv[++i], nullptr, 10);
+    else if (flag == "--stdin-fd") in_fd = std::strtol(argv[++i], nullptr, 10);
+    else if (flag == "--target") target = argv[++i];
     else break;
   }
-  if (ctl_fd < 3 || out_fd < 3 || ctl_fd == out_fd || target.empty() || target[0] != '/' || i >= argc ||
-      std::strcmp(argv[i], "--") != 0 || i + 1 >= argc || argv[i + 1][0] != '/') {
-    std::fprintf(stderr, "space build-jail: started by the node only (--ctl-fd N --out-fd M --target DIR -- PROGRAM ...)\n");
+  const bool fds_ok = ctl_fd >= 3 && out_fd >= 3 && ctl_fd != out_fd && (in_fd == -1 || (in_fd >= 3 && in_fd != ctl_fd && in_fd != out_fd));
+  if (!fds_ok || target.empty() || target[0] != '/' || i >= argc || std::strcmp(argv[i], "--") != 0 || i + 1 >= argc ||
+      (argv[i + 1][0] != '/' && argv[i + 1][0] != '@')) {
+    std::fprintf(stderr, "space build-jail: started by the node only (--ctl-fd N --out-fd M [--stdin-fd K] [--isolate-net] "
+                         "[--bind-devices] --target DIR -- PROGRAM|@STEP ...)\n");
     return 2;
   }
   char** tool = argv + i + 1;
-  int null_fd = ::open("/dev/null", O_RDONLY);
-  if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(static_cast<int>(out_fd), 1) < 0 ||
-      ::dup2(static_cast<int>(out_fd), 2) < 0) {
+  int in = in_fd >= 0 ? static_cast<int>(in_fd) : ::open("/dev/null", O_RDONLY);
+  if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(static_cast<int>(out_fd), 1) < 0 || ::dup2(static_cast<int>(out_fd), 2) < 0) {
     return 125;
   }
-  ::close(null_fd);
+  ::close(in);
   ::close(static_cast<int>(out_fd));
-  std::string err = EnterJail(static_cast<int>(ctl_fd), target);
+  std::string err = EnterJail(static_cast<int>(ctl_fd), target, isolate_net, bind_devices);
   ::close(static_cast<int>(ctl_fd));
   if (!err.empty()) {
     std::fprintf(stderr, "space build-jail: %s\n", err.c_str());
@@ -155,6 +175,13 @@ int BuildJailMain(int argc, char** argv) {
   }
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // this process ends: the whole namespace ends
+    if (tool[0][0] == '@') {
+      std::vector<std::string> step(tool, argv + argc);
+      Status st = storage::RunTreeStep(step, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+      if (!st.ok()) std::fprintf(stderr, "%s: %s\n", tool[0], st.ToString().c_str());
+      std::fflush(nullptr);
+      ::_exit(st.ok() ? 0 : 1);
+    }
     ::execve(tool[0], tool, environ);
     std::fprintf(stderr, "space build-jail: exec %s: %s\n", tool[0], std::strerror(errno));
     ::_exit(127);

@@ -7,12 +7,15 @@
 // PID namespace of its own. It sees the tree being built through an idmapped mount of it,
 // made exactly as a sandbox's root is, at <run_dir>/build-<slot>: its files land on disk owned
 // by ids 0..65535 like every template's. Everything else of the host it sees as an
-// unprivileged user would; it keeps the host's network, since debootstrap downloads.
+// unprivileged user would. Only a step that asks for it (debootstrap downloads) keeps the
+// host's network; every other step gets a network namespace of its own, with nothing in it.
+// A step named "@<name>" is one of the template builder's own (storage/template_builder.h
+// RunTreeStep): the jail runs it in its own process instead of executing a program.
 //
-// Device nodes: mknod is refused in a user namespace, so the jail binds the host's
-// /dev/{null,zero,full,random,urandom,tty} onto empty files in the tree's dev/ and leaves an
-// empty dev/console (debootstrap skips nodes that exist). Those empty files stay in the
-// template, where every runtime mounts its own /dev over them.
+// Device nodes: mknod is refused in a user namespace, so for a step that asks (debootstrap)
+// the jail binds the host's /dev/{null,zero,full,random,urandom,tty} onto empty files in the
+// tree's dev/ and leaves an empty dev/console (debootstrap skips nodes that exist). Those
+// empty files stay in the template, where every runtime mounts its own /dev over them.
 #pragma once
 
 #include <cstdint>
@@ -30,15 +33,16 @@ struct BuildJailConfig {
   std::string run_dir;                            // the mount point's parent: /run/space (0711 or 0755)
 };
 
-// A storage::ToolRunner: runs `argv(<run_dir>/build-<slot>)` in the jail over `tree_dir`,
+// A storage::ToolRunner: runs `run.argv(<run_dir>/build-<slot>)` in the jail over `tree_dir`,
 // its output lines to `on_line`; OK only on exit status 0.
-Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir, const storage::ToolArgv& argv,
+Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir, const storage::ToolRun& run,
                       const storage::ProgressFn& on_line);
 
-// The jail's own side, `space build-jail --ctl-fd 3 --out-fd 4 --target T -- PROGRAM ARGS...`,
-// started only by RunInBuildJail: takes the idmapped tree from the ctl socket, mounts it at
-// T in a fresh mount namespace, binds the device files and runs PROGRAM as pid 1 of a fresh
-// PID namespace. Returns the exit code.
+// The jail's own side, `space build-jail --ctl-fd 3 --out-fd 4 [--stdin-fd 5] [--isolate-net]
+// [--bind-devices] --target T -- PROGRAM|@STEP ARGS...`, started only by RunInBuildJail:
+// takes the idmapped tree from the ctl socket, mounts it at T in a fresh mount namespace
+// (and network namespace), binds the device files if asked and runs PROGRAM (or the step) as
+// pid 1 of a fresh PID namespace. Returns the exit code.
 int BuildJailMain(int argc, char** argv);
 
 }  // namespace space::node

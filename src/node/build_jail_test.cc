@@ -4,6 +4,7 @@
 // binary is also the jail's helper: SpawnHelper re-execs it as `build-jail` (main below).
 #include "node/build_jail.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,12 +46,12 @@ class BuildJailTest : public ::testing::Test {
     if (!dir_.empty()) (void)std::system(("rm -rf " + dir_ + " " + run_).c_str());
   }
 
-  // Runs `script` with /bin/sh in the jail; its lines go to *lines.
-  Status Run(const std::string& script, std::vector<std::string>* lines) {
-    return RunInBuildJail(
-        config_, tree_,
-        [&](const std::string& target) { return std::vector<std::string>{"/bin/sh", "-c", script, "sh", target}; },
-        [lines](const std::string& l) { lines->push_back(l); });
+  // Runs `script` with /bin/sh in the jail (as debootstrap runs, unless `run` says otherwise);
+  // its lines go to *lines.
+  Status Run(const std::string& script, std::vector<std::string>* lines,
+             storage::ToolRun run = {.network = true, .bind_devices = true}) {
+    run.argv = [&](const std::string& target) { return std::vector<std::string>{"/bin/sh", "-c", script, "sh", target}; };
+    return RunInBuildJail(config_, tree_, run, [lines](const std::string& l) { lines->push_back(l); });
   }
 
   static bool Has(const std::vector<std::string>& lines, const std::string& want) {
@@ -127,7 +128,7 @@ TEST_F(BuildJailTest, FailureSaysTheExitStatusAndTheLastLines) {
 }
 
 TEST_F(BuildJailTest, RefusesARelativeProgramAndGivesTheSlotBack) {
-  Status st = RunInBuildJail(config_, tree_, [](const std::string&) { return std::vector<std::string>{"sh"}; },
+  Status st = RunInBuildJail(config_, tree_, {.argv = [](const std::string&) { return std::vector<std::string>{"sh"}; }},
                              nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   EXPECT_EQ(released_, acquired_);
@@ -135,10 +136,52 @@ TEST_F(BuildJailTest, RefusesARelativeProgramAndGivesTheSlotBack) {
 
 TEST_F(BuildJailTest, RefusesATreeThatIsALink) {
   ASSERT_EQ(::symlink("/etc", (dir_ + "/link").c_str()), 0);
-  Status st = RunInBuildJail(config_, dir_ + "/link", [](const std::string& t) { return std::vector<std::string>{"/bin/true", t}; },
-                             nullptr);
+  Status st = RunInBuildJail(
+      config_, dir_ + "/link", {.argv = [](const std::string& t) { return std::vector<std::string>{"/bin/true", t}; }},
+      nullptr);
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(acquired_, 0);
+}
+
+// A step that does not ask for them gets no network (a namespace with only lo) and no device
+// binds, and reads the stdin it is given (an import's tarball).
+TEST_F(BuildJailTest, OtherStepsGetNoNetworkNoDevicesAndTheirStdin) {
+  const std::string input = dir_ + "/input";
+  ASSERT_TRUE(WriteFileAtomic(input, "from the node\n", 0600).ok());  // 0600 root: the jail could not open it
+  Result<UniqueFd> in = OpenFd(input, O_RDONLY);
+  ASSERT_TRUE(in.ok());
+  std::vector<std::string> lines;
+  Status st = Run("T=$1; echo links=$(grep -c : /proc/net/dev); [ -e $T/dev ] || echo no-dev; cat > $T/got; cat $T/got",
+                  &lines, {.stdin_fd = in->get()});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(Has(lines, "links=1")) << ::testing::PrintToString(lines);  // lo only
+  EXPECT_TRUE(Has(lines, "no-dev")) << ::testing::PrintToString(lines);
+  EXPECT_TRUE(Has(lines, "from the node")) << ::testing::PrintToString(lines);
+  EXPECT_EQ(released_, acquired_);
+}
+
+// "@busybox" runs the template builder's own step in the jail: the tree it lays out lands on
+// disk owned by 0 and, for home/user, 1000, which the node no longer could chown itself.
+TEST_F(BuildJailTest, RunsABuilderStep) {
+  std::vector<std::string> lines;
+  Status st = RunInBuildJail(
+      config_, tree_, {.argv = [](const std::string& t) { return std::vector<std::string>{"@busybox", t}; }},
+      [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(Has(lines, "busybox: done")) << ::testing::PrintToString(lines);
+  struct stat bb, user;
+  ASSERT_EQ(::lstat((tree_ + "/bin/busybox").c_str(), &bb), 0);
+  EXPECT_EQ(bb.st_uid, 0u);
+  EXPECT_EQ(bb.st_mode & 07777, 0755u);
+  ASSERT_EQ(::lstat((tree_ + "/home/user").c_str(), &user), 0);
+  EXPECT_EQ(user.st_uid, 1000u);
+  EXPECT_EQ(user.st_gid, 1000u);
+  lines.clear();
+  st = RunInBuildJail(config_, tree_, {.argv = [](const std::string& t) { return std::vector<std::string>{"@nosuch", t}; }},
+                      [&](const std::string& l) { lines.push_back(l); });
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no tree step named @nosuch"), std::string::npos) << st.ToString();
+  EXPECT_EQ(released_, acquired_);
 }
 
 }  // namespace

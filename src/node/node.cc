@@ -64,15 +64,16 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   pc.data_dir = config.data_dir;
   pc.force_overlay = config.force_overlay;
   pc.loop_image_bytes = config.loop_image_bytes;
-  // debootstrap and the packages' scripts run in the build jail, as root of a user namespace
-  // on a uid slot leased per build: never with the node's privileges.
-  pc.build_runner = [n = node.get()](const std::string& dir, const storage::ToolArgv& argv,
+  // Every step that writes a new template (debootstrap and the packages' scripts, an import's
+  // tar, the busybox layout) runs in the build jail, as root of a user namespace on a uid
+  // slot leased per step: never with the node's privileges.
+  pc.build_runner = [n = node.get()](const std::string& dir, const storage::ToolRun& run,
                                      const storage::ProgressFn& on_line) {
     BuildJailConfig jail;
     jail.acquire_slot = [n] { return n->uid_slots_.Acquire(kBuildUidSlot); };
     jail.release_slot = [n](int64_t slot) { n->uid_slots_.Release(slot); };
     jail.run_dir = HostRunDir();
-    return RunInBuildJail(jail, dir, argv, on_line);
+    return RunInBuildJail(jail, dir, run, on_line);
   };
   // And their digests are read in the tree jail: a template holds files of other owners.
   pc.digester = [n = node.get()](const std::string& dir) { return DigestInTreeJail(n->TreeJail(), dir); };

@@ -89,7 +89,11 @@ class PoolImpl final : public Pool {
   Result<TemplateInfo> EnsureTemplate(const std::string& name, const ProgressFn& progress) override {
     RETURN_IF_ERROR(ValidateTemplateName(name));
     TreeBuilder builder;
-    if (name == "busybox") builder = BuildBusyboxTree;
+    if (name == "busybox") {
+      builder = [this](const std::string& dir, const ProgressFn& progress) {
+        return BuildBusyboxTree(dir, Runner(), progress);
+      };
+    }
     if (name == "base") {
       builder = [this](const std::string& dir, const ProgressFn& progress) {
         return BuildBaseTree(dir, build_runner_, progress);
@@ -110,7 +114,7 @@ class PoolImpl final : public Pool {
     }
     std::lock_guard<std::mutex> build(build_mu_);
     return BuildLocked(
-        name, [&](const std::string& dir, const ProgressFn& p) { return ImportTree(dir_or_tarball, dir, p); },
+        name, [&](const std::string& dir, const ProgressFn& p) { return ImportTree(dir_or_tarball, dir, Runner(), p); },
         progress);
   }
 
@@ -315,6 +319,9 @@ class PoolImpl final : public Pool {
 
   // Builds into a scratch tree, pins it by digest and records `name` -> digest. Any failure
   // removes the scratch tree. Requires build_mu_.
+  // The node's build jail, or this process when the pool was opened without one.
+  ToolRunner Runner() const { return build_runner_ ? build_runner_ : ToolRunner(RunToolHere); }
+
   Result<TemplateInfo> BuildLocked(const std::string& name, const TreeBuilder& builder, const ProgressFn& progress) {
     std::string scratch = templates_dir_ + "/" + kScratchPrefix + RandomHex(8);
     RETURN_IF_ERROR(backend_->CreateScratch(scratch));

@@ -36,14 +36,22 @@ struct TemplateInfo {
 // Progress of long work (template builds), one human-readable line per call.
 using ProgressFn = std::function<void(const std::string& line)>;
 
-// Runs a template's build tool (debootstrap) over the tree being built at `tree_dir`:
-// `argv(target)` is the tool's command line when it sees that tree at `target`; every line it
-// prints goes to `on_line`. The node's runner starts it in a user namespace of its own, as
-// root there only (node/build_jail.h), so neither the tool nor the packages' maintainer
-// scripts hold a host privilege.
+// Runs one step of a template's build over the tree being built at `tree_dir`. The node's
+// runner starts it in a user namespace of its own, as root there only (node/build_jail.h), so
+// that neither a build tool, nor the maintainer scripts of the packages debootstrap installs,
+// nor an imported tarball's members, nor a tree's planted symlinks reach a host privilege.
+//
+// `argv(target)` is the step's command line when it sees the tree at `target`: a program (an
+// absolute path), or "@<name>" for one of the builder's own steps (template_builder.h
+// RunTreeStep), which the runner runs in its own process. Every line it prints goes to `on_line`.
 using ToolArgv = std::function<std::vector<std::string>(const std::string& target)>;
-using ToolRunner =
-    std::function<Status(const std::string& tree_dir, const ToolArgv& argv, const ProgressFn& on_line)>;
+struct ToolRun {
+  ToolArgv argv;
+  int stdin_fd = -1;          // the step's stdin (a tarball, a pipe); -1: /dev/null. Stays the caller's.
+  bool network = false;       // debootstrap downloads; no other step gets a network
+  bool bind_devices = false;  // debootstrap needs dev/null and friends in the tree
+};
+using ToolRunner = std::function<Status(const std::string& tree_dir, const ToolRun& run, const ProgressFn& on_line)>;
 
 // Computes a new template tree's digest (storage/digest.h DigestTree). The node's reads it in
 // the tree jail (node/tree_jail.h): a template holds files of other owners (a Debian tree's
@@ -54,7 +62,9 @@ struct PoolConfig {
   std::string data_dir;                        // e.g. /var/lib/space
   uint64_t loop_image_bytes = 64ull << 30;     // sparse size of pool.img when the host is not btrfs
   bool force_overlay = false;                  // skip btrfs (tests of the fallback)
-  ToolRunner build_runner;                     // builds "base"; empty: "base" cannot be built
+  // Runs every step that writes a new template's tree. Empty: busybox and imports run here,
+  // as the caller (template_builder.h RunToolHere), and "base" cannot be built.
+  ToolRunner build_runner;
   TreeDigester digester;                       // empty: DigestTree here
 };
 

@@ -18,6 +18,10 @@ struct ProcessSpec {
   // Extra "KEY=value" entries on top of a minimal fixed environment (PATH, LC_ALL=C) plus the
   // host's proxy variables, so a helper behaves the same however the node was started.
   std::vector<std::string> env;
+  // The program's stdin and stdout, when not /dev/null and the line collector: for a tar that
+  // reads a tarball or writes into a pipe. Descriptors >= 3, left open for the caller.
+  int stdin_fd = -1;
+  int stdout_fd = -1;
 };
 
 using LineFn = std::function<void(const std::string& line)>;

@@ -1,11 +1,16 @@
 // Fills an empty scratch directory with a template's tree: the built-in "busybox" and
-// "base" trees, and imports of a host directory or tarball. Everything below the scratch
-// directory is reached with *at() calls relative to its fd and never follows symlinks, since
-// an imported or debootstrapped tree may contain links pointing anywhere on the host.
-// Stateless and thread-safe; needs root (chown).
+// "base" trees, and imports of a host directory or tarball.
+//
+// Every step that writes into the tree runs through a ToolRunner (pool.h): the node's runs it
+// in the build jail, as root of a user namespace of its own (node/build_jail.h), so a
+// tarball's members, a debootstrapped tree's planted symlinks and the code of its packages
+// reach no host privilege. Within a step, every path below the tree is resolved beneath its
+// root without following a symlink (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), since a
+// debootstrapped tree may hold links pointing anywhere. Stateless and thread-safe.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "storage/pool.h"
@@ -13,16 +18,31 @@
 namespace space::storage {
 
 // A tiny root: static busybox with an applet symlink for every applet, etc/passwd with root
-// and user (1000:1000), home/user, tmp 01777.
-Status BuildBusyboxTree(const std::string& dir, const ProgressFn& progress);
+// and user (1000:1000), home/user, tmp 01777. One step ("@busybox") through `runner`.
+Status BuildBusyboxTree(const std::string& dir, const ToolRunner& runner, const ProgressFn& progress);
 
 // Debian 12 minbase + python3, ca-certificates, curl, git, then the same account/dirs
 // conventions as busybox (user 1000 with /bin/bash) and without apt's .deb cache.
-// debootstrap runs through `runner` (unavailable when it is empty).
+// Three steps through `runner` ("@base-prepare", debootstrap with the network, "@base-finish");
+// unavailable when it is empty.
 Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const ProgressFn& progress);
 
-// Copies a directory (cp -a --reflink=auto) or extracts a tarball (any compression tar
-// detects, numeric owners) into `dir`.
-Status ImportTree(const std::string& source, const std::string& dir, const ProgressFn& progress);
+// Extracts a host directory or tarball (gzip, bzip2, xz, zstd, lzip, lzma or compress, by its
+// magic; numeric owners, modes, user.* and security.capability xattrs) into `dir`. This
+// process reads the source, which an admin named, and `tar -x` writes the tree in a step
+// through `runner`, reading the stream on its stdin. Device nodes below dev/ are left out:
+// every runtime mounts its own /dev there, and a user namespace cannot make them; one
+// anywhere else fails the import. A tree with a .space-vm (the vm runtime's own state) is
+// refused.
+Status ImportTree(const std::string& source, const std::string& dir, const ToolRunner& runner,
+                  const ProgressFn& progress);
+
+// Runs one of the steps above named "@<name>" over the tree at argv[1], in this process: what
+// a runner does with an argv that starts with '@'.
+Status RunTreeStep(const std::vector<std::string>& argv, const ProgressFn& progress);
+
+// A ToolRunner without a jail: "@" steps in this process and programs through RunProcess, as
+// whoever calls (for tests and a pool opened without the node's jail).
+Status RunToolHere(const std::string& tree_dir, const ToolRun& run, const ProgressFn& on_line);
 
 }  // namespace space::storage

@@ -1,0 +1,143 @@
+// The template builder's steps resolve every path beneath the tree without following a
+// symlink (a debootstrapped tree's own links may point anywhere on the host), refuse FIFOs
+// where they read or write account files, and an import keeps what a template needs of its
+// source and leaves out what belongs to the host. Run here as root through RunToolHere; the
+// same steps in the build jail: node/build_jail_test.cc, tests/integration/test_templates.py.
+#include "storage/template_builder.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/syscall.h"
+#include "storage/fs_util.h"
+#include "storage/subprocess.h"
+
+namespace space::storage {
+namespace {
+
+class TemplateBuilderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown to 1000, device nodes)";
+    char tmpl[] = "/var/tmp/template-builder-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    tree_ = dir_ + "/tree";
+    ASSERT_EQ(::mkdir(tree_.c_str(), 0755), 0);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) (void)std::system(("rm -rf " + dir_).c_str());
+  }
+  Status Step(const std::string& name) { return RunTreeStep({name, tree_}, nullptr); }
+
+  std::string dir_, tree_;
+};
+
+TEST_F(TemplateBuilderTest, StepsNeverWriteThroughATreesSymlinks) {
+  ASSERT_TRUE(Step("@base-prepare").ok());
+  // The tree's etc becomes a link to a host directory after the build tool ran.
+  const std::string host = dir_ + "/host-etc";
+  ASSERT_TRUE(MakeDirs(host + "/dpkg/dpkg.cfg.d", 0755).ok());
+  ASSERT_TRUE(WriteFileAtomic(host + "/passwd", "root:x:0:0::/root:/bin/sh\n", 0644).ok());
+  ASSERT_TRUE(WriteFileAtomic(host + "/dpkg/dpkg.cfg.d/space-build-unsafe-io", "keep\n", 0644).ok());
+  ASSERT_TRUE(RemoveTree(tree_ + "/etc").ok());
+  ASSERT_EQ(::symlink(host.c_str(), (tree_ + "/etc").c_str()), 0);
+  Status st = Step("@base-finish");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("etc/dpkg"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(PathExists(host + "/dpkg/dpkg.cfg.d/space-build-unsafe-io"));
+  // And past that step: home is a link to the host dir, etc a real one.
+  ASSERT_EQ(::unlink((tree_ + "/etc").c_str()), 0);
+  ASSERT_TRUE(Step("@base-prepare").ok());
+  ASSERT_TRUE(WriteFileAtomic(tree_ + "/etc/passwd", "root:x:0:0::/root:/bin/sh\n", 0644).ok());
+  ASSERT_EQ(::symlink(host.c_str(), (tree_ + "/home").c_str()), 0);
+  EXPECT_FALSE(Step("@base-finish").ok());
+  EXPECT_FALSE(PathExists(host + "/user"));
+  Result<std::string> passwd = ReadFileToString(host + "/passwd", 4096);
+  ASSERT_TRUE(passwd.ok());
+  EXPECT_EQ(*passwd, "root:x:0:0::/root:/bin/sh\n");
+}
+
+TEST_F(TemplateBuilderTest, AFifoForAnAccountFileFailsInsteadOfBlocking) {
+  ASSERT_TRUE(MakeDirs(tree_ + "/etc", 0755).ok());
+  ASSERT_EQ(::mkfifo((tree_ + "/etc/passwd").c_str(), 0644), 0);
+  Status st = Step("@busybox");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("etc/passwd"), std::string::npos) << st.ToString();
+}
+
+TEST_F(TemplateBuilderTest, BusyboxLaysOutItsTreeAndConventions) {
+  ASSERT_TRUE(Step("@busybox").ok());
+  struct stat user, tmp;
+  ASSERT_EQ(::lstat((tree_ + "/home/user").c_str(), &user), 0);
+  EXPECT_EQ(user.st_uid, 1000u);
+  ASSERT_EQ(::lstat((tree_ + "/tmp").c_str(), &tmp), 0);
+  EXPECT_EQ(tmp.st_mode & 07777, 01777u);
+  Result<std::string> passwd = ReadFileToString(tree_ + "/etc/passwd", 4096);
+  ASSERT_TRUE(passwd.ok());
+  EXPECT_NE(passwd->find("user:x:1000:1000:user:/home/user:/bin/sh"), std::string::npos) << *passwd;
+  EXPECT_FALSE(Step("@nosuch").ok());
+  EXPECT_FALSE(RunTreeStep({"@busybox", "relative"}, nullptr).ok());
+}
+
+// Every compression tar knows is found by its magic (tar cannot tell on a stream); the
+// contents of dev/ stay out, xattrs of a template's own (user.*) come along.
+TEST_F(TemplateBuilderTest, ImportsEachCompressionAndLeavesDevOut) {
+  const std::string src = dir_ + "/src";
+  ASSERT_TRUE(MakeDirs(src + "/dev", 0755).ok());
+  ASSERT_TRUE(MakeDirs(src + "/etc", 0755).ok());
+  ASSERT_EQ(::mknod((src + "/dev/null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+  ASSERT_TRUE(WriteFileAtomic(src + "/etc/motd", "hi\n", 0600).ok());
+  ASSERT_EQ(::chown((src + "/etc/motd").c_str(), 1000, 1001), 0);
+  ASSERT_EQ(::setxattr((src + "/etc/motd").c_str(), "user.origin", "src", 3, 0), 0);
+  struct Case {
+    const char* name;
+    const char* flag;
+  };
+  for (const Case& c : {Case{"dir", nullptr}, Case{"t.tar", ""}, Case{"t.tgz", "--gzip"}, Case{"t.tbz", "--bzip2"},
+                        Case{"t.txz", "--xz"}}) {
+    SCOPED_TRACE(c.name);
+    std::string source = src;
+    if (c.flag) {
+      source = dir_ + "/" + c.name;
+      std::vector<std::string> argv = {"/bin/tar", "--create", "--xattrs", "--xattrs-include=user.*", "--file=" + source,
+                                       "--directory=" + src, "."};
+      if (*c.flag) argv.insert(argv.begin() + 1, c.flag);
+      ASSERT_TRUE(RunProcess({argv}, nullptr).ok());
+    }
+    const std::string out = dir_ + "/out-" + c.name;
+    ASSERT_EQ(::mkdir(out.c_str(), 0755), 0);
+    Status st = ImportTree(source, out, RunToolHere, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    struct stat motd;
+    ASSERT_EQ(::lstat((out + "/etc/motd").c_str(), &motd), 0);
+    EXPECT_EQ(motd.st_uid, 1000u);
+    EXPECT_EQ(motd.st_gid, 1001u);
+    EXPECT_EQ(motd.st_mode & 07777, 0600u);
+    char value[8] = {};
+    EXPECT_EQ(::getxattr((out + "/etc/motd").c_str(), "user.origin", value, sizeof value), 3);
+    EXPECT_STREQ(value, "src");
+    EXPECT_TRUE(PathExists(out + "/dev"));
+    EXPECT_FALSE(PathExists(out + "/dev/null"));
+  }
+}
+
+TEST_F(TemplateBuilderTest, ImportRefusesAFifoAndAVmStateDir) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Status st = ImportTree(fifo, tree_, RunToolHere, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  const std::string src = dir_ + "/vm";
+  ASSERT_TRUE(MakeDirs(src + "/.space-vm", 0755).ok());
+  EXPECT_EQ(ImportTree(src, tree_, RunToolHere, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace space::storage
