@@ -53,6 +53,7 @@ Result<pid_t> SpawnHelper(const HelperSpec& spec) {
   for (const auto& fd : spec.fds) keep[nkeep++] = fd.second;
   const pid_t parent = ::getpid();
   const int go_fd = go_r.get();
+  const int go_w_fd = go_w.get();
   const uid_t uid = ns_root ? 0 : spec.user.uid;
   const int exe_fd = spec.exe_fd;
   int pidfd = -1;
@@ -78,8 +79,12 @@ Result<pid_t> SpawnHelper(const HelperSpec& spec) {
       ::signal(SIGTERM, SIG_IGN);
     }
     if (own_user) {
-      // Mapped once the parent says go (EOF: it gave up on us). Raw syscalls: glibc's set*id
-      // would signal the parent's threads, which do not exist here.
+      // Mapped once the parent says go (EOF: it gave up on us, or died). The write end is
+      // closed here first: held by this process too, a parent killed before its go would
+      // leave the read waiting forever, an orphan holding the node's descriptors (the pool
+      // busy). Raw syscalls: glibc's set*id would signal the parent's threads, which do not
+      // exist here.
+      ::close(go_w_fd);
       char go = 0;
       if (::read(go_fd, &go, 1) != 1) ::_exit(125);
       // The bounding set, while this process still holds CAP_SETPCAP (in its namespace): after

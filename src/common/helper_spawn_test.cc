@@ -3,6 +3,7 @@
 #include "common/helper_spawn.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +90,43 @@ TEST(HelperSpawnTest, AChildWhoseMapsFailIsKilledAndReaped) {
   // Reaped already: no child is left to wait for.
   EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
   EXPECT_EQ(errno, ECHILD);
+}
+
+// A parent killed between the spawn and its go (kill -9 of the node mid-create): the child
+// reads EOF and ends, instead of waiting forever on a pipe whose write end it held itself.
+TEST(HelperSpawnTest, AChildWhoseParentDiesBeforeItsGoEnds) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  int report[2];
+  ASSERT_EQ(::pipe2(report, O_CLOEXEC), 0);
+  UniqueFd report_r(report[0]), report_w(report[1]);
+  pid_t parent = ::fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    HelperUser user;
+    user.uid = kUid;
+    user.map_ids = [&](int, pid_t pid) -> Status {
+      (void)!::write(report_w.get(), &pid, sizeof pid);
+      ::_exit(0);  // dies before it says go
+    };
+    HelperSpec spec;
+    spec.args = {"sh", "-c", "sleep 60"};
+    spec.user = user;
+    (void)SpawnHelper(spec);
+    ::_exit(1);
+  }
+  report_w.reset();
+  pid_t child = -1;
+  ASSERT_EQ(RetryEintr([&] { return ::read(report_r.get(), &child, sizeof child); }), static_cast<ssize_t>(sizeof child));
+  ASSERT_EQ(::waitpid(parent, nullptr, 0), parent);
+  // Reparented to init, which reaps it once it has ended.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    Result<std::string> status = ReadFileToString("/proc/" + std::to_string(child) + "/status", 1 << 16);
+    gone = !status.ok() || Field(*status, "State").rfind("Z", 0) == 0;
+    if (!gone) ::usleep(20000);
+  }
+  EXPECT_TRUE(gone) << "helper " << child << " still waits for its go";
+  if (!gone) ::kill(child, SIGKILL);
 }
 
 TEST(HelperSpawnTest, RefusesUidZeroInANamespaceOfItsOwn) {

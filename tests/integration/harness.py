@@ -198,6 +198,23 @@ def mounts_under(path):
         return [l.split()[4] for l in f if l.split()[4].startswith(path)]
 
 
+def processes_of_data_dir(data_dir):
+    """Pids whose command line names `data_dir`: the node, its broker (a fork of it) and any
+    helper forked from it that has not executed yet."""
+    out = []
+    needle = data_dir.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
 def processes_with_uid_at_least(uid):
     out = []
     for pid in os.listdir("/proc"):

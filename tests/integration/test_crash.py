@@ -10,7 +10,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import (Server, api_fronts, gateway_workers, is_root, mounts_under, node_cgroup_parents,  # noqa: E402
-                     pid_alive, proc_status, processes_with_uid_at_least, root_brokers, sandbox_pids,
+                     pid_alive, proc_status, processes_of_data_dir, processes_with_uid_at_least, root_brokers,
+                     sandbox_pids,
                      space_cgroups)
 
 
@@ -166,6 +167,15 @@ class CrashTest(unittest.TestCase):
                 break
             time.sleep(0.05)
         self.assertEqual(left, [])
+        # Nor any process forked from a killed node: a helper killed before its id map once
+        # waited forever for a go it held the pipe of itself (common/helper_spawn.cc), as root
+        # of a fresh user namespace, keeping the pool busy.
+        for _ in range(100):
+            forked = processes_of_data_dir(self.s.data_dir)
+            if not forked:
+                break
+            time.sleep(0.05)
+        self.assertEqual(forked, [])
         # Nor is anything of the node itself: its parent cgroups go with its last sandbox.
         self.assertEqual(node_cgroup_parents(self.s.data_dir), [])
 
