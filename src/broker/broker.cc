@@ -176,6 +176,16 @@ bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path) {
   return !pool.empty() && (path == pool + "/sandboxes" || path == pool + "/snapshots" || path == pool + "/templates");
 }
 
+// A subvolume directly in the pool's sandboxes/, snapshots/ or templates/ (a sandbox root, a
+// snapshot, a template or a build's scratch tree), by its name's shape.
+bool IsPoolSubvolumePath(const std::string& pool, const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || !IsPoolSubvolumeDir(pool, path.substr(0, slash))) return false;
+  std::string_view name = std::string_view(path).substr(slash + 1);
+  return name != "." && name != ".." &&
+         AllOf(name, 1, kMaxSubvolNameLen, [](char c) { return IsIdChar(c) || c == '.'; });
+}
+
 bool IsPoolSandboxRoot(const std::string& pool, const std::string& path) {
   const std::string dir = pool + "/sandboxes/";
   if (pool.empty() || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0) return false;
@@ -366,6 +376,8 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
       return IdmapTree(request, fds.at(0).get(), fds.at(1).get(), reply_fds);
     case Op::kSubvolDelete:
       return SubvolDelete(request, fds.at(0).get());
+    case Op::kSubvolSnapshot:
+      return SubvolSnapshot(request, fds.at(0).get(), fds.at(1).get());
     case Op::kQgroupLimit:
       return QgroupLimit(request, fds.at(0).get());
     case Op::kChildNice: {
@@ -505,6 +517,17 @@ Result<std::string> Broker::PoolPathOf(int fd, std::string_view op,
 Result<nlohmann::json> Broker::SubvolDelete(const Request& request, int parent_fd) {
   ASSIGN_OR_RETURN(std::string dir, PoolPathOf(parent_fd, "subvol_delete", IsPoolSubvolumeDir));
   RETURN_IF_ERROR(storage::DeleteSubvolumeAt(parent_fd, request.name).Annotate(dir));
+  return nlohmann::json::object();
+}
+
+Result<nlohmann::json> Broker::SubvolSnapshot(const Request& request, int source_fd, int parent_fd) {
+  ASSIGN_OR_RETURN(std::string source, PoolPathOf(source_fd, "subvol_snapshot", IsPoolSubvolumePath));
+  // A subvolume's own root: a snapshot of anything else would fail in the kernel anyway, but
+  // say so before the act.
+  if (!storage::IsSubvolumeFd(source_fd)) return PermissionDenied("subvol_snapshot: " + source + " is not a btrfs subvolume");
+  ASSIGN_OR_RETURN(std::string dir, PoolPathOf(parent_fd, "subvol_snapshot", IsPoolSubvolumeDir));
+  RETURN_IF_ERROR(storage::CreateSnapshotAt(source_fd, parent_fd, request.name, request.read_only)
+                      .Annotate(source + " -> " + dir + "/" + request.name));
   return nlohmann::json::object();
 }
 

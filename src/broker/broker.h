@@ -10,10 +10,12 @@
 // the node's children (kill_child), the id maps of the user namespaces the node's children
 // make (userns_map), and the acts on the storage pool that need CAP_SYS_ADMIN once it is
 // mounted: idmapped clones of sandbox roots and template builds (idmap_tree), subvolume
-// deletes, qgroup limits and quota rescans. It keeps only CAP_NET_ADMIN, CAP_SYS_ADMIN
+// deletes, qgroup limits and quota rescans, and the snapshots of subvolumes whose root the node
+// does not own. It keeps only CAP_NET_ADMIN, CAP_SYS_ADMIN
 // (setns into a sandbox's network namespace; the pool's acts), CAP_SYS_PTRACE (open that
 // namespace), CAP_KILL (empty a v1 cgroup, kill the node's children), CAP_SYS_NICE (attach to
-// a v1 cpuset) and CAP_SETUID/CAP_SETGID (id maps). What still runs in the node as root (its
+// a v1 cpuset), CAP_SETUID/CAP_SETGID (id maps) and CAP_FOWNER (a snapshot of a sandbox root
+// that its root chowned away from uid 0: btrfs lets only the owner snapshot a subvolume). What still runs in the node as root (its
 // DAC capabilities over the pool's trees, snapshot export and restore, template imports) is
 // mapped in docs/privilege-inventory.md.
 //
@@ -51,7 +53,7 @@ namespace space::broker {
 // the writer's only with it (a VMM is attached before it changes ids), and the nice values a
 // warm-pool refill lowers back to normal (child_nice, node_thread_nice) need it.
 inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,
-                                             CAP_SYS_NICE,  CAP_SETUID,    CAP_SETGID};
+                                             CAP_SYS_NICE,  CAP_SETUID,    CAP_SETGID,     CAP_FOWNER};
 // Capabilities the node drops because the broker now does what needed them. CAP_SYS_PTRACE
 // goes too: with it the node could trace the broker and act through it. CAP_KILL: the node
 // signals only its own children (common/kill_child.h routes the kills it may not send through
@@ -101,6 +103,7 @@ class Broker {
   Result<nlohmann::json> UsernsMap(const Request& request, int pidfd);
   Result<nlohmann::json> IdmapTree(const Request& request, int dir_fd, int pidfd, std::vector<UniqueFd>* reply_fds);
   Result<nlohmann::json> SubvolDelete(const Request& request, int parent_fd);
+  Result<nlohmann::json> SubvolSnapshot(const Request& request, int source_fd, int parent_fd);
   Result<nlohmann::json> QgroupLimit(const Request& request, int subvol_fd);
   Result<nlohmann::json> NodeThreadNice(const Request& request);
   // The pool's real path (symlinks resolved), and what `fd` names now, checked against it

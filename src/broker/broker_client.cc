@@ -238,6 +238,20 @@ Status BrokerClient::DeleteSubvolume(const std::string& path) {
   return Call(r, parent->get()).status();
 }
 
+Status BrokerClient::SnapshotSubvolume(const std::string& source, const std::string& path, bool read_only) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == path.size()) {
+    return InvalidArgument("snapshot: " + path + " is not an absolute path in a pool directory");
+  }
+  ASSIGN_OR_RETURN(UniqueFd src, OpenFd(source, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd parent, OpenFd(path.substr(0, slash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  Request r;
+  r.op = Op::kSubvolSnapshot;
+  r.name = path.substr(slash + 1);
+  r.read_only = read_only;
+  return Call(r, {src.get(), parent.get()}, nullptr).status();
+}
+
 Status BrokerClient::SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {
   if (bytes == 0 || bytes > static_cast<uint64_t>(kMaxQgroupLimitBytes)) {
     return InvalidArgument("qgroup limit " + std::to_string(bytes) + " is out of range");

@@ -65,6 +65,8 @@ class BrokerClient {
   // The pool's btrfs acts that need CAP_SYS_ADMIN (storage/btrfs.h BtrfsAdminRoute): by the
   // host path of the subvolume, which this process opens (never following a link) and passes.
   Status DeleteSubvolume(const std::string& path);
+  // subvol_snapshot: `source` (a pool subvolume) at `path` (a new name in a pool directory).
+  Status SnapshotSubvolume(const std::string& source, const std::string& path, bool read_only);
   Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
   Result<bool> RescanQuotaIfInconsistent();
   // Nice values (0..19) this process may not set itself (common/nice.h NiceRoute routes them):

@@ -630,6 +630,61 @@ TEST_F(BrokerRootTest, ActsOnlyOnItsPoolsSubvolumesOverItsSocket) {
   ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 
+// subvol_snapshot: a snapshot of a pool subvolume (here a sandbox root its root chowned to
+// 1000, which a node without CAP_FOWNER may not snapshot) into a pool directory, and of
+// nothing else, nowhere else.
+TEST_F(BrokerRootTest, SnapshotsOnlyItsPoolsSubvolumesIntoItsPool) {
+  char tmpl[] = "/var/tmp/broker_snap.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  storage::PoolConfig pc;
+  pc.data_dir = tmpl;
+  pc.loop_image_bytes = 1ull << 30;
+  Result<storage::PoolMount> m = storage::MountPool(pc);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const std::string pool = m->pool_dir;
+  const std::string root = pool + "/sandboxes/sbx_1", other = pool + "/other", plain = pool + "/sandboxes/plain";
+  ASSERT_TRUE(storage::CreateSubvolume(root).ok());
+  ASSERT_EQ(::chown(root.c_str(), 1000, 1000), 0);
+  ASSERT_TRUE(storage::CreateSubvolume(other).ok());
+  ASSERT_EQ(::mkdir(plain.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(tmpl, (pool + "/snapshots/link").c_str()), 0);
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .pool_dir = pool});
+  ASSERT_GT(broker.pid, 0);
+  {
+    BrokerClient client{std::move(broker.client_end)};
+    Status st = client.SnapshotSubvolume(root, pool + "/snapshots/snap_1", /*read_only=*/true);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    struct stat snap;
+    ASSERT_EQ(::stat((pool + "/snapshots/snap_1").c_str(), &snap), 0);
+    EXPECT_EQ(snap.st_uid, 1000u);
+    EXPECT_TRUE(storage::IsSubvolume(pool + "/snapshots/snap_1"));
+    // Read-only as asked: the kernel refuses a write in it.
+    EXPECT_NE(::mkdir((pool + "/snapshots/snap_1/x").c_str(), 0755), 0);
+    EXPECT_EQ(errno, EROFS);
+    st = client.SnapshotSubvolume(pool + "/snapshots/snap_1", pool + "/sandboxes/sbx_2", /*read_only=*/false);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(::mkdir((pool + "/sandboxes/sbx_2/x").c_str(), 0755), 0);
+    // Not of a subvolume outside sandboxes/, snapshots/ and templates/, nor of a plain
+    // directory, nor into the pool's top, a link out of it, or a name with a slash.
+    EXPECT_EQ(client.SnapshotSubvolume(other, pool + "/snapshots/s2", true).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.SnapshotSubvolume(plain, pool + "/snapshots/s3", true).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.SnapshotSubvolume(root, pool + "/s4", true).code(), StatusCode::kPermissionDenied);
+    EXPECT_FALSE(client.SnapshotSubvolume(root, pool + "/snapshots/link/s5", true).ok());
+    EXPECT_EQ(client.SnapshotSubvolume(pool, pool + "/snapshots/s6", true).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.SnapshotSubvolume(root, pool + "/snapshots/..", true).code(), StatusCode::kInvalidArgument);
+    EXPECT_FALSE(client.SnapshotSubvolume(root, pool + "/snapshots/snap_1", true).ok());  // exists
+    for (const char* s : {"s2", "s3", "s5", "s6"}) EXPECT_FALSE(storage::PathExists(pool + "/snapshots/" + s)) << s;
+    EXPECT_FALSE(storage::PathExists(pool + "/s4"));
+    EXPECT_FALSE(storage::PathExists(std::string(tmpl) + "/s5"));
+    for (const char* s : {"/snapshots/snap_1", "/sandboxes/sbx_2", "/sandboxes/sbx_1"}) {
+      EXPECT_TRUE(client.DeleteSubvolume(pool + s).ok()) << s;
+    }
+  }
+  ExpectCleanExit(broker.pid);
+  ASSERT_EQ(::umount2(pool.c_str(), MNT_DETACH), 0);
+  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+}
+
 TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {
   ASSERT_TRUE(IsNodeCgroupName(kTestCgroupName));
   EXPECT_FALSE(IsNodeCgroupName("space-0000000000000g00"));

@@ -47,6 +47,7 @@ const std::vector<OpInfo>& Ops() {
       {Op::kQuotaRescan, "quota_rescan", 0, {}},
       {Op::kChildNice, "child_nice", 1, {"nice"}},
       {Op::kNodeThreadNice, "node_thread_nice", 0, {"tid", "nice"}},
+      {Op::kSubvolSnapshot, "subvol_snapshot", 2, {"name", "read_only"}},
   };
   return ops;
 }
@@ -153,6 +154,9 @@ std::string EncodeRequest(const Request& r) {
     case Op::kUidAcquire:
       j["preferred"] = r.preferred;
       break;
+    case Op::kSubvolSnapshot:
+      j["read_only"] = r.read_only;
+      [[fallthrough]];
     case Op::kSubvolDelete:
       j["name"] = r.name;
       break;
@@ -241,7 +245,12 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
       ASSIGN_OR_RETURN(r.preferred, IntField(j, "preferred", -1, HostSlots::kMaxSlots - 1));
       break;
     }
+    case Op::kSubvolSnapshot:
     case Op::kSubvolDelete: {
+      if (r.op == Op::kSubvolSnapshot) {
+        if (!j["read_only"].is_boolean()) return InvalidArgument("broker: read_only must be true or false");
+        r.read_only = j["read_only"].get<bool>();
+      }
       const auto& n = j["name"];
       if (!n.is_string()) return InvalidArgument("broker: name must be a string");
       r.name = n.get<std::string>();

@@ -37,6 +37,9 @@
 //   quota_rescan       -                       0     {started}       (the pool's, if inconsistent)
 //   child_nice         {nice}                  1     {}              (fd: a child's pidfd; 0..19)
 //   node_thread_nice   {tid, nice}             0     {}              (a thread of the node; 0..19)
+//   subvol_snapshot    {name, read_only}       2     {}              (fds: a pool subvolume, the
+//                                                                      pool directory to hold the
+//                                                                      snapshot as name)
 //
 // A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode name>, "message": ...}.
 #pragma once
@@ -73,6 +76,7 @@ enum class Op {
   kIdmapTree,  // a detached idmapped clone of a pool directory for a sandbox-shaped child's namespace
   kSubvolDelete, kQgroupLimit, kQuotaRescan,  // the pool's btrfs acts that need CAP_SYS_ADMIN
   kChildNice, kNodeThreadNice,  // nice values 0..19 that only CAP_SYS_NICE may set (common/nice.h)
+  kSubvolSnapshot,  // a snapshot of a pool subvolume whose root the node does not own (CAP_FOWNER)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -109,9 +113,9 @@ struct Request {
   // (0: none; only with kOneId).
   runtime::ns::IdMapShape shape = runtime::ns::IdMapShape::kSandbox;
   int64_t kvm_gid = 0;
-  std::string name;                 // subvol_delete: one path component ([A-Za-z0-9_.-], not . or ..)
+  std::string name;                 // subvol_delete, subvol_snapshot: one path component ([A-Za-z0-9_.-], not . or ..)
   int64_t bytes = 0;                // qgroup_limit: 1..kMaxQgroupLimitBytes
-  bool read_only = false;           // idmap_tree: a read-only clone (what a snapshot's must be)
+  bool read_only = false;           // idmap_tree: a read-only clone (what a snapshot's must be); subvol_snapshot
   int64_t nice = 0;                 // child_nice, node_thread_nice: 0..kMaxNice
   int64_t tid = 0;                  // node_thread_nice: 1..kMaxTid
 };

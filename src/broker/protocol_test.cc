@@ -209,6 +209,20 @@ TEST(ProtocolTest, PoolActsTakeOneComponentABoundedLimitAndTheirDescriptors) {
   }
   ExpectRefused(nlohmann::json{{"op", "subvol_delete"}, {"name", std::string(129, 'a')}}.dump(), 1);
   ExpectRefused(R"({"op":"subvol_delete","name":7})", 1);
+  Request snap;
+  snap.op = Op::kSubvolSnapshot;
+  snap.name = "snap_1";
+  snap.read_only = true;
+  Request back = Decoded(EncodeRequest(snap), 2);
+  EXPECT_EQ(back.name, "snap_1");
+  EXPECT_TRUE(back.read_only);
+  ExpectRefused(EncodeRequest(snap), 1);
+  for (const char* bad : {"", ".", "..", "a/b", "../x"}) {
+    ExpectRefused(nlohmann::json{{"op", "subvol_snapshot"}, {"name", bad}, {"read_only", true}}.dump(), 2);
+  }
+  ExpectRefused(R"({"op":"subvol_snapshot","name":"s"})", 2);
+  ExpectRefused(R"({"op":"subvol_snapshot","name":"s","read_only":1})", 2);
+  ExpectRefused(R"({"op":"subvol_snapshot","name":"s","read_only":true,"path":"/etc"})", 2);
   Request limit;
   limit.op = Op::kQgroupLimit;
   limit.bytes = int64_t{1} << 60;

@@ -201,18 +201,23 @@ int RunDev(const DevOptions& options) {
   // And the pool's btrfs acts that need CAP_SYS_ADMIN (deletes, limits, rescans).
   storage::SetBtrfsAdminRoute({
       .delete_subvolume = [b = broker->get()](const std::string& path) { return b->DeleteSubvolume(path); },
+      .create_snapshot = [b = broker->get()](const std::string& source, const std::string& path,
+                                             bool read_only) { return b->SnapshotSubvolume(source, path, read_only); },
       .set_exclusive_limit = [b = broker->get()](const std::string& path,
                                                  uint64_t bytes) { return b->SetExclusiveLimit(path, bytes); },
       .rescan_if_inconsistent = [b = broker->get()](const std::string&) { return b->RescanQuotaIfInconsistent(); },
   });
   std::vector<int> node_drop(std::begin(broker::kNodeDroppedCapabilities), std::end(broker::kNodeDroppedCapabilities));
   node_drop.insert(node_drop.end(), std::begin(kNodeUnusedAfterStart), std::end(kNodeUnusedAfterStart));
-  // On a btrfs pool nothing the node does needs CAP_SYS_ADMIN any more. An overlay pool
-  // (no btrfs possible) mounts each sandbox's overlay in the node, which keeps it then.
+  // On a btrfs pool nothing the node does needs CAP_SYS_ADMIN any more, nor CAP_FOWNER (the
+  // snapshots of roots it does not own are the broker's). An overlay pool (no btrfs possible)
+  // mounts each sandbox's overlay in the node, which keeps both then (removing an overlay's
+  // upper tree unlinks in sticky directories of other owners).
   if (pool_mount->btrfs) {
     node_drop.push_back(CAP_SYS_ADMIN);
+    node_drop.push_back(CAP_FOWNER);
   } else {
-    LogWarn("dev", "overlay storage pool: the node keeps CAP_SYS_ADMIN (it mounts each sandbox's overlay)");
+    LogWarn("dev", "overlay storage pool: the node keeps CAP_SYS_ADMIN and CAP_FOWNER (it mounts and removes each sandbox's overlay)");
   }
   if (Status st = DropCapabilities(node_drop); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";

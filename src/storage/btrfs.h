@@ -20,8 +20,12 @@ namespace space::storage {
 bool IsOnBtrfs(const std::string& path);
 
 Status CreateSubvolume(const std::string& path);
-// A writable or read-only snapshot of subvolume `source` at `path`.
+// A writable or read-only snapshot of subvolume `source` at `path`. The kernel lets only the
+// owner of `source`'s root (or CAP_FOWNER) snapshot it: when that refuses (EPERM: a sandbox's
+// root chowned its own / away from uid 0) and a route is set, the route makes it.
 Status CreateSnapshot(const std::string& source, const std::string& path, bool read_only);
+// The same for the subvolume open as `source_fd` (O_RDONLY), at `name` in directory `parent_fd`.
+Status CreateSnapshotAt(int source_fd, int parent_fd, const std::string& name, bool read_only);
 // Deletes subvolume `path` and any subvolumes nested below it. OK if absent.
 Status DeleteSubvolume(const std::string& path);
 // The same for subvolume `name` (one path component) of directory `parent_fd`.
@@ -63,11 +67,13 @@ Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
 // The same for the subvolume whose root directory is open as `subvol_fd`.
 Status SetExclusiveLimitFd(int subvol_fd, uint64_t bytes);
 
-// Where DeleteSubvolume, SetExclusiveLimit and RescanIfInconsistent go from now on: the
-// node's root broker (broker/broker_client.h), which acts only on its pool's trees. Each
-// member empty: that act runs here. Thread-safe.
+// Where DeleteSubvolume, SetExclusiveLimit and RescanIfInconsistent go from now on, and the
+// snapshots CreateSnapshot may not make itself: the node's root broker
+// (broker/broker_client.h), which acts only on its pool's trees. Each member empty: that act
+// runs here. Thread-safe.
 struct BtrfsAdminRoute {
   std::function<Status(const std::string& path)> delete_subvolume;
+  std::function<Status(const std::string& source, const std::string& path, bool read_only)> create_snapshot;
   std::function<Status(const std::string& subvol_path, uint64_t bytes)> set_exclusive_limit;
   std::function<Result<bool>(const std::string& pool_path)> rescan_if_inconsistent;
 };

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         again->send_buffer_bytes != req->send_buffer_bytes || again->ports.tcp != req->ports.tcp ||
         again->runtime != req->runtime || again->id != req->id || again->frozen != req->frozen ||
         again->limits.cpus != req->limits.cpus || again->limits.memory_bytes != req->limits.memory_bytes ||
-        again->limits.pids_max != req->limits.pids_max) {
+        again->limits.pids_max != req->limits.pids_max || again->name != req->name ||
+        again->read_only != req->read_only) {
       std::abort();
     }
   }

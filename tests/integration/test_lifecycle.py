@@ -125,6 +125,25 @@ class LifecycleTest(unittest.TestCase):
         for k in kids + [sid, d["sandbox"]["id"]]:
             self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % k)
 
+    def test_snapshot_and_fork_of_a_root_its_root_gave_away(self):
+        # A sandbox's root may chown its own / away from uid 0. btrfs lets only the owner of a
+        # subvolume's root (or CAP_FOWNER) snapshot it; the node holds no CAP_FOWNER, so the
+        # snapshot goes through the root broker (subvol_snapshot), and so do the fork's and
+        # the rollback's snapshots of it.
+        sid = self.s.create()
+        self.sh(sid, "echo mine > /root/f; chown 1000:1000 /; chmod 0750 /")
+        snap = self.snapshot(sid, "given-away")
+        self.sh(sid, "echo later > /root/f")
+        st, d = self.s.json("POST", "/v1/sandboxes/%s/fork?wait=true" % sid, {"snapshot": snap["id"], "count": 1})
+        self.assertEqual(st, 201, (d, self.s.log_tail()))
+        kid = d["sandboxes"][0]["id"]
+        self.assertEqual(self.sh(kid, "cat /root/f; stat -c '%u:%g %a' /"), "mine\n1000:1000 750\n")
+        st, sb = self.s.json("POST", "/v1/sandboxes/%s/rollback" % sid, {"snapshot": snap["id"]})
+        self.assertEqual((st, sb["state"]), (200, "running"), (sb, self.s.log_tail()))
+        self.assertEqual(self.sh(sid, "cat /root/f"), "mine\n")
+        for x in (kid, sid):
+            self.assertIn(self.s.call("DELETE", "/v1/sandboxes/" + x)[0], (202, 204))
+
     def test_background_process_survives_pause_and_snapshot(self):
         sid = self.s.create()
         st, d = self.s.json("POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": ["sh", "-c", "echo a; cat; echo z"]})
