@@ -357,6 +357,12 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
     }
     case Op::kCgroupAttach:
       return CgroupAttach(request, fds.at(0).get());
+    case Op::kCgroupParents: {
+      // Only this node's own parents: the broker's cgroup name, plus "-vm" for the vm runtime.
+      ASSIGN_OR_RETURN(runtime::CgroupActs * acts, Cgroups(request.runtime));
+      RETURN_IF_ERROR(request.present ? acts->MakeParents() : acts->RemoveParents());
+      return nlohmann::json::object();
+    }
     case Op::kUsernsMap:
       RETURN_IF_ERROR(NeedUidLease(request.uid_slot, "userns_map"));
       return UsernsMap(request, fds.at(0).get());

@@ -6,7 +6,8 @@
 // use them nor regain them by exec, and cannot restart a broker that dies (the node then
 // stops; a restart reconciles). Today the broker holds the network family (the node's
 // firewall table, sandbox veths, network namespaces) and the writes to sandbox cgroups
-// (runtime/cgroup_acts.h: create with limits, attach, freeze, kill, remove) and SIGKILL for
+// (runtime/cgroup_acts.h: create with limits, attach, freeze, kill, remove; the node's parent
+// cgroups) and SIGKILL for
 // the node's children (kill_child), the id maps of the user namespaces the node's children
 // make (userns_map), and the acts on the storage pool that need CAP_SYS_ADMIN once it is
 // mounted: idmapped clones of sandbox roots and template builds (idmap_tree), subvolume
@@ -14,10 +15,11 @@
 // does not own. It keeps only CAP_NET_ADMIN, CAP_SYS_ADMIN
 // (setns into a sandbox's network namespace; the pool's acts), CAP_SYS_PTRACE (open that
 // namespace), CAP_KILL (empty a v1 cgroup, kill the node's children), CAP_SYS_NICE (attach to
-// a v1 cpuset), CAP_SETUID/CAP_SETGID (id maps) and CAP_FOWNER (a snapshot of a sandbox root
-// that its root chowned away from uid 0: btrfs lets only the owner snapshot a subvolume). What still runs in the node as root (its
-// DAC capabilities over the pool's trees, snapshot export and restore, template imports) is
-// mapped in docs/privilege-inventory.md.
+// a v1 cpuset), CAP_SETUID/CAP_SETGID (id maps), CAP_FOWNER (a snapshot of a sandbox root
+// that its root chowned away from uid 0: btrfs lets only the owner snapshot a subvolume) and
+// CAP_DAC_OVERRIDE (the node's parent cgroups: the v1 hierarchy roots are 0555). What still
+// runs in the node as root (uid 0's ownership of the pool, CAP_DAC_READ_SEARCH for reading an
+// import's source and the vm disk image) is mapped in docs/privilege-inventory.md.
 //
 // What a request cannot do: name a path, link or table (the broker derives them from its own
 // network slot and the uid slot; a pool act takes a directory descriptor, which the broker
@@ -52,16 +54,18 @@ namespace space::broker {
 // (kill_child). CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a subset of
 // the writer's only with it (a VMM is attached before it changes ids), and the nice values a
 // warm-pool refill lowers back to normal (child_nice, node_thread_nice) need it.
-inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,
-                                             CAP_SYS_NICE,  CAP_SETUID,    CAP_SETGID,     CAP_FOWNER};
+inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,       CAP_SYS_NICE,
+                                             CAP_SETUID,    CAP_SETGID,    CAP_FOWNER,     CAP_DAC_OVERRIDE};
 // Capabilities the node drops because the broker now does what needed them. CAP_SYS_PTRACE
 // goes too: with it the node could trace the broker and act through it. CAP_KILL: the node
 // signals only its own children (common/kill_child.h routes the kills it may not send through
 // kill_child). CAP_SYS_NICE: lowering a nice value goes through child_nice and node_thread_nice
-// (common/nice.h routes them). CAP_SYS_ADMIN goes as well once the pool is mounted, when the pool is btrfs
+// (common/nice.h routes them). CAP_DAC_OVERRIDE: the parent cgroups, whose v1 hierarchy roots are
+// 0555, are made and removed through cgroup_parents. CAP_SYS_ADMIN goes as well once the pool is mounted, when the pool is btrfs
 // (cli/dev.cc): an overlay pool mounts each sandbox's overlay in the node, which then keeps it.
-inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW, CAP_NET_BROADCAST, CAP_SYS_PTRACE,
-                                                   CAP_KILL,      CAP_SETUID,  CAP_SETGID,       CAP_SYS_NICE};
+inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW,  CAP_NET_BROADCAST, CAP_SYS_PTRACE,
+                                                   CAP_KILL,      CAP_SETUID,   CAP_SETGID,        CAP_SYS_NICE,
+                                                   CAP_DAC_OVERRIDE};
 
 struct BrokerConfig {
   std::string net_lock_dir;  // host-wide network slot locks: <HostRunDir()>/net-slots

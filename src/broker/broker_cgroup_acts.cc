@@ -44,4 +44,16 @@ Status BrokerCgroupActs::Kill(const std::string& id) { return Act(Op::kCgroupKil
 
 Status BrokerCgroupActs::Remove(const std::string& id) { return Act(Op::kCgroupRemove, id); }
 
+Status BrokerCgroupActs::Parents(bool present) {
+  Request r;
+  r.op = Op::kCgroupParents;
+  r.runtime = runtime_;
+  r.present = present;
+  return client_->CgroupAct(r, -1);
+}
+
+Status BrokerCgroupActs::MakeParents() { return Parents(true); }
+
+Status BrokerCgroupActs::RemoveParents() { return Parents(false); }
+
 }  // namespace space::broker

@@ -24,10 +24,13 @@ class BrokerCgroupActs final : public runtime::CgroupActs {
   Status SetFrozen(const std::string& id, bool frozen) override;
   Status Kill(const std::string& id) override;
   Status Remove(const std::string& id) override;
+  Status MakeParents() override;
+  Status RemoveParents() override;
 
  private:
   Status Act(Op op, const std::string& id, const runtime::Limits* limits = nullptr, bool frozen = false,
              int pidfd = -1);
+  Status Parents(bool present);
 
   BrokerClient* const client_;
   const CgroupRuntime runtime_;

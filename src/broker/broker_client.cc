@@ -183,6 +183,7 @@ Status BrokerClient::CgroupAct(const Request& request, int pidfd) {
     case Op::kCgroupFreeze:
     case Op::kCgroupKill:
     case Op::kCgroupRemove:
+    case Op::kCgroupParents:
       return Call(request).status();
     case Op::kCgroupAttach:
       return Call(request, pidfd).status();

@@ -690,10 +690,6 @@ TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {
   EXPECT_FALSE(IsNodeCgroupName("space-0000000000000g00"));
   EXPECT_FALSE(IsNodeCgroupName("space"));
   EXPECT_FALSE(IsNodeCgroupName("../space-00000000b70c3e57"));
-  // The node makes the parents (they need CAP_DAC_OVERRIDE, which the broker lacks).
-  auto local = runtime::ns::Cgroups::Probe("/sys/fs/cgroup", kTestCgroupName);
-  ASSERT_TRUE(local.ok()) << local.status().ToString();
-
   char tmpl[] = "/tmp/broker_test.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   int sv[2];
@@ -703,8 +699,14 @@ TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {
   {
     BrokerClient client{UniqueFd(sv[0])};
     auto acts = std::make_shared<BrokerCgroupActs>(&client, CgroupRuntime::kNs);
+    // The parents too are the broker's to make (cgroup_parents): the v1 roots are 0555.
     auto cg = runtime::ns::Cgroups::Probe("/sys/fs/cgroup", kTestCgroupName, acts);
     ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+    const std::string in_pids = cg->PathFor("sbx_brokertest", "pids");
+    const std::string parent = in_pids.substr(0, in_pids.rfind('/'));
+    EXPECT_EQ(::access(parent.c_str(), F_OK), 0) << parent;
+    auto local = runtime::ns::Cgroups::Probe("/sys/fs/cgroup", kTestCgroupName);  // for placing a stranger
+    ASSERT_TRUE(local.ok()) << local.status().ToString();
     runtime::Limits limits{.cpus = 0.5, .memory_bytes = 64ull << 20, .pids_max = 32};
     ASSERT_TRUE(cg->Create("sbx_brokertest", limits).ok());
     auto pids_max = ReadFileToString(cg->PathFor("sbx_brokertest", "pids") + "/pids.max", 64);
@@ -737,10 +739,13 @@ TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {
     evil.op = Op::kCgroupCreate;
     evil.id = "../../escape";
     EXPECT_EQ(client.CgroupAct(evil).code(), StatusCode::kInvalidArgument);
+    // And the parents go through the broker, only its own (the name is its, not the request's).
+    EXPECT_TRUE(cg->RemoveParents().ok());
+    EXPECT_NE(::access(parent.c_str(), F_OK), 0) << parent;
+    EXPECT_TRUE(cg->RemoveParents().ok());  // gone already: fine
   }
   server.join();
   ::close(sv[1]);
-  EXPECT_TRUE(local->RemoveParents().ok());
   ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 

@@ -48,6 +48,7 @@ const std::vector<OpInfo>& Ops() {
       {Op::kChildNice, "child_nice", 1, {"nice"}},
       {Op::kNodeThreadNice, "node_thread_nice", 0, {"tid", "nice"}},
       {Op::kSubvolSnapshot, "subvol_snapshot", 2, {"name", "read_only"}},
+      {Op::kCgroupParents, "cgroup_parents", 0, {"runtime", "present"}},
   };
   return ops;
 }
@@ -195,6 +196,10 @@ std::string EncodeRequest(const Request& r) {
       j["id"] = r.id;
       j["frozen"] = r.frozen;
       break;
+    case Op::kCgroupParents:
+      j["runtime"] = r.runtime == CgroupRuntime::kVm ? "vm" : "ns";
+      j["present"] = r.present;
+      break;
     default:
       break;
   }
@@ -314,6 +319,12 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     case Op::kKillChild:
     case Op::kQuotaRescan:
       break;
+    case Op::kCgroupParents: {
+      ASSIGN_OR_RETURN(r.runtime, RuntimeFromJson(j["runtime"]));
+      if (!j["present"].is_boolean()) return InvalidArgument("broker: present must be true or false");
+      r.present = j["present"].get<bool>();
+      break;
+    }
     case Op::kCgroupCreate:
     case Op::kCgroupUpdate:
     case Op::kCgroupAttach:

@@ -23,6 +23,7 @@
 //   cgroup_freeze      {runtime, id, frozen}   0     {}              (one write; the node waits)
 //   cgroup_kill        {runtime, id}           0     {}              (one pass; the node repeats)
 //   cgroup_remove      {runtime, id}           0     {}              (unavailable while busy)
+//   cgroup_parents     {runtime, present}      0     {}              (make, or remove where empty)
 //   kill_child         -                       1     {}              (the fd: a child's pidfd)
 //   userns_map         {uid_slot, shape, kvm_gid} 1  {}              (the fd: a child's pidfd)
 //   uid_acquire        {preferred}             0     {uid_slot}
@@ -77,6 +78,7 @@ enum class Op {
   kSubvolDelete, kQgroupLimit, kQuotaRescan,  // the pool's btrfs acts that need CAP_SYS_ADMIN
   kChildNice, kNodeThreadNice,  // nice values 0..19 that only CAP_SYS_NICE may set (common/nice.h)
   kSubvolSnapshot,  // a snapshot of a pool subvolume whose root the node does not own (CAP_FOWNER)
+  kCgroupParents,   // makes or removes a runtime's parent cgroups (CAP_DAC_OVERRIDE: v1 roots are 0555)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -109,6 +111,7 @@ struct Request {
   std::string id;                   // cgroup_*: the sandbox
   runtime::Limits limits;           // cgroup_create, cgroup_update
   bool frozen = false;              // cgroup_freeze
+  bool present = false;             // cgroup_parents: make them (true) or remove the empty ones (false)
   // userns_map (with uid_slot): the map's shape, and the /dev/kvm group a VMM's map adds
   // (0: none; only with kOneId).
   runtime::ns::IdMapShape shape = runtime::ns::IdMapShape::kSandbox;

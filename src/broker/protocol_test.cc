@@ -198,6 +198,21 @@ TEST(ProtocolTest, IdmapTreeTakesASlotADirectoryAndAPidfdAndNoPath) {
   ExpectRefused(R"({"op":"idmap_tree","uid_slot":3,"read_only":true,"path":"/etc"})", 2);
 }
 
+TEST(ProtocolTest, CgroupParentsTakeARuntimeAndABoolean) {
+  Request r;
+  r.op = Op::kCgroupParents;
+  r.runtime = CgroupRuntime::kVm;
+  r.present = true;
+  Request back = Decoded(EncodeRequest(r), 0);
+  EXPECT_EQ(back.runtime, CgroupRuntime::kVm);
+  EXPECT_TRUE(back.present);
+  ExpectRefused(EncodeRequest(r), 1);
+  ExpectRefused(R"({"op":"cgroup_parents","runtime":"ns"})", 0);
+  ExpectRefused(R"({"op":"cgroup_parents","runtime":"ns","present":"yes"})", 0);
+  ExpectRefused(R"({"op":"cgroup_parents","runtime":"other","present":true})", 0);
+  ExpectRefused(R"({"op":"cgroup_parents","runtime":"ns","present":true,"name":"../x"})", 0);
+}
+
 TEST(ProtocolTest, PoolActsTakeOneComponentABoundedLimitAndTheirDescriptors) {
   Request del;
   del.op = Op::kSubvolDelete;

@@ -4,9 +4,9 @@
 // empty, until removable) and asks its CgroupActs for every write. The acts run either in this
 // process (ns::Cgroups::Probe, for tests and hosts without a broker) or in the root broker
 // (broker/broker_cgroup_acts.h), which derives every path from its own cgroup name and the
-// sandbox id. No act waits: a slow sandbox never holds the broker. The parent cgroups are not
-// acts: making and removing them needs CAP_DAC_OVERRIDE (the hierarchy roots are 0555), which
-// the broker does not hold, so the runtime's own process does both.
+// sandbox id. No act waits: a slow sandbox never holds the broker. Making and removing the
+// parent cgroups are acts too: the v1 hierarchy roots are 0555, so both need CAP_DAC_OVERRIDE,
+// which only the broker holds.
 #pragma once
 
 #include <sys/types.h>
@@ -36,6 +36,11 @@ class CgroupActs {
   // One rmdir of each of the sandbox's cgroups; absent ones are fine. kUnavailable while one
   // is still busy with exiting tasks (the caller retries).
   virtual Status Remove(const std::string& id) = 0;
+  // Makes the runtime's parent cgroups (<hierarchy>/<name>) and prepares them for children
+  // (v1 cpuset copied from the root, use_hierarchy; v2 subtree_control). Existing ones are fine.
+  virtual Status MakeParents() = 0;
+  // Removes the parent cgroups where they are empty; one with children stays, without error.
+  virtual Status RemoveParents() = 0;
 };
 
 }  // namespace space::runtime

@@ -75,20 +75,21 @@ class IsolationTest(unittest.TestCase):
                 continue  # a thread that ended meanwhile
             for field in ("CapBnd", "CapEff", "CapPrm"):
                 self.assertEqual(int(st[field], 16) & mask, 0, (tid, field, st[field]))
-            # What it keeps still shows (CAP_DAC_OVERRIDE: the pool's 0700 trees, cgroup parents).
-            self.assertNotEqual(int(st["CapEff"], 16) & (1 << 1), 0, "thread %s lost CAP_DAC_OVERRIDE" % tid)
+            # What it keeps still shows (CAP_DAC_READ_SEARCH: an import's source, the vm disk image).
+            self.assertNotEqual(int(st["CapEff"], 16) & (1 << 2), 0, "thread %s lost CAP_DAC_READ_SEARCH" % tid)
 
     def test_network_privileges_only_in_the_root_broker(self):
         # The root broker (src/broker/broker.h) keeps CAP_NET_ADMIN, CAP_SYS_ADMIN,
         # CAP_SYS_PTRACE, CAP_KILL (v1 cgroup kills, the node's children), CAP_SYS_NICE
         # (v1 cpuset attach), CAP_SETGID and CAP_SETUID (the id maps of the user namespaces
-        # of sandboxes and VMMs), CAP_FOWNER (snapshots of roots a sandbox chowned) and nothing else; the node gives up the network capabilities,
+        # of sandboxes and VMMs), CAP_FOWNER (snapshots of roots a sandbox chowned),
+        # CAP_DAC_OVERRIDE (the node's parent cgroups under the 0555 v1 roots) and nothing else; the node gives up the network capabilities,
         # CAP_SYS_PTRACE (with which it could trace the broker) and CAP_KILL (its kills of
         # children under other uids go through the broker), bounding set included.
         brokers = root_brokers(self.s.proc.pid)
         self.assertEqual(len(brokers), 1, brokers)
         st = proc_status(brokers[0])
-        broker_mask = (1 << 5) | (1 << 6) | (1 << 7) | (1 << 12) | (1 << 19) | (1 << 21) | (1 << 23) | (1 << 3)
+        broker_mask = (1 << 5) | (1 << 6) | (1 << 7) | (1 << 12) | (1 << 19) | (1 << 21) | (1 << 23) | (1 << 3) | (1 << 1)
         for field in ("CapEff", "CapPrm", "CapBnd"):
             self.assertEqual(int(st[field], 16), broker_mask, (field, st[field]))
         for field in ("CapInh", "CapAmb"):
@@ -112,6 +113,8 @@ class IsolationTest(unittest.TestCase):
         gone |= (1 << 0) | (1 << 4) | (1 << 27) | (1 << 31)
         # FOWNER, on a btrfs pool: the snapshots of roots it does not own are the broker's.
         gone |= 1 << 3
+        # DAC_OVERRIDE: the parent cgroups are the broker's to make and remove (cgroup_parents).
+        gone |= 1 << 1
         for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
             try:
                 with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:

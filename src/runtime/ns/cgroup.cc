@@ -182,12 +182,17 @@ class Cgroups::LocalActs final : public CgroupActs {
     return Status::Ok();
   }
 
+  Status MakeParents() override { return Layout(l_.root_, l_.name_, /*make=*/true).status(); }
+
+  Status RemoveParents() override { return l_.RemoveParentsHere(); }
+
   const Cgroups l_;  // the layout only (its acts_ is empty)
 };
 
 Result<Cgroups> Cgroups::Probe(const std::string& root, const std::string& name, std::shared_ptr<CgroupActs> acts) {
-  ASSIGN_OR_RETURN(Cgroups cg, Layout(root, name, /*make=*/true));
+  ASSIGN_OR_RETURN(Cgroups cg, Layout(root, name, /*make=*/false));
   cg.acts_ = acts ? std::move(acts) : std::make_shared<LocalActs>(cg);
+  RETURN_IF_ERROR(cg.acts_->MakeParents());
   return cg;
 }
 
@@ -198,6 +203,8 @@ Result<std::shared_ptr<CgroupActs>> Cgroups::ActsOn(const std::string& root, con
 
 Result<Cgroups> Cgroups::Layout(const std::string& root, const std::string& name, bool make) {
   Cgroups cg;
+  cg.root_ = root;
+  cg.name_ = name;
   if (Exists(root + "/cgroup.controllers")) {
     cg.v2_ = true;
     const std::string parent = root + "/" + name;
@@ -391,7 +398,9 @@ Status Cgroups::Remove(const std::string& id) const {
   }
 }
 
-Status Cgroups::RemoveParents() const {
+Status Cgroups::RemoveParents() const { return acts_->RemoveParents(); }
+
+Status Cgroups::RemoveParentsHere() const {
   Status first = Status::Ok();
   for (const Hierarchy& h : hierarchies_) {
     if (::rmdir(h.parent.c_str()) == 0 || errno == ENOENT || errno == EBUSY || errno == ENOTEMPTY) continue;

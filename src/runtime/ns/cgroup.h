@@ -25,8 +25,8 @@ namespace space::runtime::ns {
 class Cgroups {
  public:
   // Detects the layout under `root` (normally /sys/fs/cgroup): pure v2 when
-  // <root>/cgroup.controllers exists, otherwise v1 hierarchies. Creates the parent
-  // cgroups (<hierarchy>/<name>) and prepares them for children.
+  // <root>/cgroup.controllers exists, otherwise v1 hierarchies. Has its acts create the parent
+  // cgroups (<hierarchy>/<name>) and prepare them for children.
   // Every write to a sandbox's cgroups goes through `acts` (the root broker's), or is done
   // in this process when `acts` is null.
   static Result<Cgroups> Probe(const std::string& root, const std::string& name,
@@ -53,7 +53,7 @@ class Cgroups {
   // counts exiting tasks). Succeeds when they do not exist.
   Status Remove(const std::string& id) const;
   // Removes the parent cgroups Probe made, where they are empty (a stopping node, after its
-  // sandboxes are gone). One that still has children stays: it is not an error.
+  // sandboxes are gone), through its acts. One that still has children stays: not an error.
   Status RemoveParents() const;
   // What the sandbox uses now (cgroup_usage.cc).
   Result<ResourceUsage> Usage(const std::string& id) const;
@@ -73,11 +73,13 @@ class Cgroups {
   };
 
   static Result<Cgroups> Layout(const std::string& root, const std::string& name, bool make);
+  Status RemoveParentsHere() const;
   std::string Dir(const Hierarchy& h, const std::string& id) const { return h.parent + "/" + id; }
   const Hierarchy* Find(const std::string& controller) const;
   Result<std::vector<pid_t>> Procs(const std::string& id) const;
 
   bool v2_ = false;
+  std::string root_, name_;
   std::vector<Hierarchy> hierarchies_;
   std::shared_ptr<CgroupActs> acts_;
 };
