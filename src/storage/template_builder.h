@@ -32,8 +32,8 @@ Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const Pro
 // process reads the source, which an admin named, and `tar -x` writes the tree in a step
 // through `runner`, reading the stream on its stdin. Device nodes below dev/ are left out:
 // every runtime mounts its own /dev there, and a user namespace cannot make them; one
-// anywhere else fails the import. A tree with a .space-vm (the vm runtime's own state) is
-// refused.
+// anywhere else fails the import, and so does an owner beyond 65535 (the ids a template, like
+// a sandbox, maps). A tree with a .space-vm (the vm runtime's own state) is refused.
 Status ImportTree(const std::string& source, const std::string& dir, const ToolRunner& runner,
                   const ProgressFn& progress);
 

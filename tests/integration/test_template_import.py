@@ -116,6 +116,18 @@ class TemplateImportTest(unittest.TestCase):
         self.s.json("POST", "/v1/templates", {"name": "imp-evil", "source": path}, timeout=300)
         self.assertEqual(os.listdir(host), [])
 
+    def test_an_owner_beyond_the_templates_ids_fails_the_import(self):
+        # A template maps ids 0..65535, as a sandbox does; the jail's tar cannot chown beyond.
+        path = os.path.join(self.tmp, "far.tar")
+        with tarfile.open(path, "w") as t:
+            f = tarfile.TarInfo("far")
+            f.size, f.uid, f.gid = 2, 70000, 70000
+            t.addfile(f, io.BytesIO(b"x\n"))
+        st, d = self.s.json("POST", "/v1/templates", {"name": "imp-far", "source": path}, timeout=300)
+        self.assertNotEqual(st, 201, d)
+        self.assertIn("70000", d.get("message", ""), d)
+        self.assertEqual(self.s.json("GET", "/v1/templates/imp-far")[0], 404)
+
     def test_only_the_admin_team_and_absolute_paths(self):
         st, d = self.s.json("POST", "/v1/templates", {"name": "imp-rel", "source": "relative/dir"})
         self.assertEqual((st, d["code"]), (400, "invalid_argument"), d)
