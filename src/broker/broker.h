@@ -61,8 +61,8 @@ inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_
 // signals only its own children (common/kill_child.h routes the kills it may not send through
 // kill_child). CAP_SYS_NICE: lowering a nice value goes through child_nice and node_thread_nice
 // (common/nice.h routes them). CAP_DAC_OVERRIDE: the parent cgroups, whose v1 hierarchy roots are
-// 0555, are made and removed through cgroup_parents. CAP_SYS_ADMIN goes as well once the pool is mounted, when the pool is btrfs
-// (cli/dev.cc): an overlay pool mounts each sandbox's overlay in the node, which then keeps it.
+// 0555, are made and removed through cgroup_parents. CAP_SYS_ADMIN and CAP_FOWNER go as well
+// once the btrfs pool is mounted (cli/dev.cc).
 inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW,  CAP_NET_BROADCAST, CAP_SYS_PTRACE,
                                                    CAP_KILL,      CAP_SETUID,   CAP_SETGID,        CAP_SYS_NICE,
                                                    CAP_DAC_OVERRIDE};

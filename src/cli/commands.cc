@@ -170,7 +170,8 @@ int Main(int argc, char** argv) {
                       "store URL: a SQLite path or sqlite://PATH, or postgres://USER:PASS@HOST:PORT/DB "
                       "(default: SQLite at <data-dir>/state.db)");
   dev_cmd->add_option("--guest", dev.guest_binary, "path of the static spaced binary");
-  dev_cmd->add_flag("--overlay", dev.force_overlay, "use overlayfs instead of btrfs for sandbox roots");
+  dev_cmd->add_flag("--overlay", dev.force_overlay,
+                    "use overlayfs instead of btrfs for sandbox roots (refused today: overlayfs cannot be idmapped)");
   dev_cmd->add_option("--api-rate-limit", dev.api_rate_limit,
                       "requests per second per API key, RATE[:BURST] (default 1000:2000; 0 = off)");
   dev_cmd->add_option("--warm-pool", dev.warm_pool,

@@ -176,6 +176,15 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: storage pool: " << pool_mount.status().ToString() << "\n";
     return 1;
   }
+  // A sandbox's root is an idmapped mount of its tree, and overlayfs refuses to be idmapped
+  // (mount_setattr MOUNT_ATTR_IDMAP: EINVAL; it takes idmapped layers instead, which the ns
+  // runtime does not build). Say so now rather than fail every create.
+  if (!pool_mount->btrfs) {
+    std::cerr << "space dev: the storage pool at " << pool_mount->pool_dir
+              << " is overlay, and sandboxes cannot start on it (overlayfs refuses idmapped mounts); "
+                 "SPACE needs btrfs, native or loop-backed (the default)\n";
+    return 1;
+  }
   // The root broker keeps what the node now gives up, bounding set included: the node can
   // neither use those capabilities nor regain them by exec, nor restart a broker that dies.
   auto broker = broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir), pool_mount->pool_dir);
@@ -209,16 +218,10 @@ int RunDev(const DevOptions& options) {
   });
   std::vector<int> node_drop(std::begin(broker::kNodeDroppedCapabilities), std::end(broker::kNodeDroppedCapabilities));
   node_drop.insert(node_drop.end(), std::begin(kNodeUnusedAfterStart), std::end(kNodeUnusedAfterStart));
-  // On a btrfs pool nothing the node does needs CAP_SYS_ADMIN any more, nor CAP_FOWNER (the
-  // snapshots of roots it does not own are the broker's). An overlay pool (no btrfs possible)
-  // mounts each sandbox's overlay in the node, which keeps both then (removing an overlay's
-  // upper tree unlinks in sticky directories of other owners).
-  if (pool_mount->btrfs) {
-    node_drop.push_back(CAP_SYS_ADMIN);
-    node_drop.push_back(CAP_FOWNER);
-  } else {
-    LogWarn("dev", "overlay storage pool: the node keeps CAP_SYS_ADMIN and CAP_FOWNER (it mounts and removes each sandbox's overlay)");
-  }
+  // Nothing the node does on its btrfs pool needs CAP_SYS_ADMIN any more, nor CAP_FOWNER (the
+  // snapshots of roots it does not own are the broker's).
+  node_drop.push_back(CAP_SYS_ADMIN);
+  node_drop.push_back(CAP_FOWNER);
   if (Status st = DropCapabilities(node_drop); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;

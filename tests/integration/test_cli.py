@@ -51,5 +51,22 @@ class CliTest(unittest.TestCase):
         self.assertIn(b"destroyed", r.stderr)
 
 
+@unittest.skipUnless(is_root(), "needs root")
+class OverlayPoolTest(unittest.TestCase):
+    def test_an_overlay_pool_is_refused_at_start_saying_why(self):
+        # Sandboxes cannot start on one (overlayfs refuses idmapped mounts): the server says so
+        # and exits instead of failing every create; nothing stays mounted.
+        data_dir = tempfile.mkdtemp(prefix="space-overlay-", dir="/var/tmp")
+        try:
+            r = subprocess.run([SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", data_dir, "--overlay"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("overlayfs refuses idmapped mounts", r.stderr)
+            with open("/proc/self/mountinfo") as f:
+                self.assertNotIn(data_dir, f.read())
+        finally:
+            subprocess.run(["rm", "-rf", data_dir])
+
+
 if __name__ == "__main__":
     unittest.main()
