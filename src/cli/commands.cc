@@ -177,6 +177,8 @@ int Main(int argc, char** argv) {
   dev_cmd->add_option("--warm-pool", dev.warm_pool,
                       "pre-created sandboxes per template, TEMPLATE=N[,TEMPLATE=N...] (default: none)");
   dev_cmd->add_flag("--no-egress", dev.no_egress, "no sandbox network at all (egress profiles are refused)");
+  dev_cmd->add_option("--import-root", dev.import_root,
+                      "directory template imports may read, resolved as their root (default /: anywhere)");
   dev_cmd->add_option("--egress-dns", dev.egress_dns, "resolver the egress gateway asks (IP[:PORT]; default: resolv.conf)");
   dev_cmd->add_option("--egress-upstream-ca", dev.egress_upstream_ca,
                       "extra CA certificate file the gateway trusts for upstream TLS");

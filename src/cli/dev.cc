@@ -3,6 +3,7 @@
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -137,6 +138,14 @@ int RunDev(const DevOptions& options) {
     }
     fleet_token = *token;
   }
+  {
+    struct stat st;
+    if (options.import_root.empty() || options.import_root[0] != '/' || ::stat(options.import_root.c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
+      std::cerr << "space dev: --import-root must name an existing directory by its absolute path\n";
+      return 2;
+    }
+  }
   auto warm = node::ParseWarmPoolSpec(options.warm_pool);
   if (!warm.ok()) {
     std::cerr << "space dev: " << warm.status().message() << "\n";
@@ -260,6 +269,7 @@ int RunDev(const DevOptions& options) {
   nc.egress_upstream_ca = options.egress_upstream_ca;
   nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
   nc.force_overlay = options.force_overlay;
+  nc.import_root = options.import_root;
   nc.pool_mount = *pool_mount;
   nc.warm_pool = std::move(*warm);
   nc.broker = broker->get();

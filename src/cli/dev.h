@@ -15,6 +15,7 @@ struct DevOptions {
   std::string store;                      // store URL (store/open_store.h); "" = <data_dir>/state.db
   std::string guest_binary;               // default: spaced next to this binary
   bool force_overlay = false;
+  std::string import_root = "/";          // template imports (POST /v1/templates "source") read only inside it
   bool no_egress = false;                 // sandboxes get loopback only; egress profiles refused
   std::string egress_dns;                 // upstream resolver of the gateway ("ip[:port]")
   std::string egress_upstream_ca;         // extra CA file the gateway trusts upstream (tests)

@@ -63,6 +63,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   storage::PoolConfig pc;
   pc.data_dir = config.data_dir;
   pc.force_overlay = config.force_overlay;
+  pc.import_root = config.import_root;
   pc.loop_image_bytes = config.loop_image_bytes;
   // Every step that writes a new template (debootstrap and the packages' scripts, an import's
   // tar, the busybox layout) runs in the build jail, as root of a user namespace on a uid

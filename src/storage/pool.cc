@@ -38,7 +38,7 @@ using TreeBuilder = std::function<Status(const std::string& dir, const ProgressF
 class PoolImpl final : public Pool {
  public:
   PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota, ToolRunner build_runner,
-           TreeDigester digester)
+           TreeDigester digester, std::string import_root)
       : pool_dir_(pool_dir),
         btrfs_quota_(btrfs_quota),
         templates_dir_(pool_dir + "/templates"),
@@ -47,7 +47,8 @@ class PoolImpl final : public Pool {
         index_path_(templates_dir_ + "/index.json"),
         backend_(std::move(backend)),
         build_runner_(std::move(build_runner)),
-        digester_(std::move(digester)) {}
+        digester_(std::move(digester)),
+        import_root_(std::move(import_root)) {}
 
   void CheckDiskAccounting() override {
     if (!btrfs_quota_) return;
@@ -109,12 +110,13 @@ class PoolImpl final : public Pool {
   Result<TemplateInfo> ImportTemplate(const std::string& name, const std::string& dir_or_tarball,
                                       const ProgressFn& progress) override {
     RETURN_IF_ERROR(ValidateTemplateName(name));
-    if (dir_or_tarball.empty() || dir_or_tarball[0] != '/') {
-      return InvalidArgument("import source must be an absolute path");
-    }
+    ASSIGN_OR_RETURN(UniqueFd source, OpenImportSource(import_root_, dir_or_tarball));
     std::lock_guard<std::mutex> build(build_mu_);
     return BuildLocked(
-        name, [&](const std::string& dir, const ProgressFn& p) { return ImportTree(dir_or_tarball, dir, Runner(), p); },
+        name,
+        [&](const std::string& dir, const ProgressFn& p) {
+          return ImportTree(source.get(), dir_or_tarball, dir, Runner(), p);
+        },
         progress);
   }
 
@@ -371,6 +373,7 @@ class PoolImpl final : public Pool {
   const std::unique_ptr<Backend> backend_;
   const ToolRunner build_runner_;
   const TreeDigester digester_;
+  const std::string import_root_;  // PoolConfig.import_root
   std::mutex build_mu_;  // held for a whole template build
   std::mutex index_mu_;  // guards index.json read-modify-write
   std::mutex rollback_mu_;  // held for a whole ReplaceRootFromSnapshot
@@ -386,7 +389,7 @@ Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
 Result<std::unique_ptr<Pool>> Pool::OpenMounted(const PoolConfig& config, const PoolMount& m) {
   std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
   auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled,
-                                         config.build_runner, config.digester);
+                                         config.build_runner, config.digester, config.import_root);
   RETURN_IF_ERROR(pool->Recover());
   LogInfo(kLog, "pool " + m.pool_dir + " open, kind " + pool->kind() +
                     (m.btrfs ? (m.quota_enabled ? ", quotas on" : ", quotas OFF") : ", disk limits not enforced"));

@@ -66,6 +66,10 @@ struct PoolConfig {
   // as the caller (template_builder.h RunToolHere), and "base" cannot be built.
   ToolRunner build_runner;
   TreeDigester digester;                       // empty: DigestTree here
+  // Where template imports may read: a source path is resolved inside it as if it were the
+  // root (openat2 RESOLVE_IN_ROOT: neither ".." nor a symlink leads out). "/" (the default):
+  // anywhere on the host.
+  std::string import_root = "/";
 };
 
 // A pool brought into service (pool_mount.h MountPool).

@@ -28,11 +28,12 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 }
 
 // Child side: everything here must be async-signal-safe (the parent may be multithreaded).
-[[noreturn]] void ExecChild(int in_fd, int stdout_fd, int out_fd, int err_report_fd, char* const* argv,
+[[noreturn]] void ExecChild(int in_fd, int stdout_fd, int cwd_fd, int out_fd, int err_report_fd, char* const* argv,
                             char* const* envp) {
   if (in_fd < 0) in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (stdout_fd < 0) stdout_fd = out_fd;
-  if (in_fd < 0 || ::dup2(in_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(out_fd, 2) < 0) {
+  if (in_fd < 0 || ::dup2(in_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(out_fd, 2) < 0 ||
+      (cwd_fd >= 0 && ::fchdir(cwd_fd) != 0)) {
     int e = errno;
     (void)!::write(err_report_fd, &e, sizeof e);
     ::_exit(127);
@@ -89,7 +90,9 @@ Status RunProcess(const ProcessSpec& spec, const LineFn& on_line) {
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", prog, errno);
   // dup2 clears CLOEXEC on the child's 0/1/2, so the pipe's write end survives exec only there.
-  if (pid == 0) ExecChild(spec.stdin_fd, spec.stdout_fd, out_w.get(), rep_w.get(), argv.data(), envp.data());
+  if (pid == 0) {
+    ExecChild(spec.stdin_fd, spec.stdout_fd, spec.cwd_fd, out_w.get(), rep_w.get(), argv.data(), envp.data());
+  }
   out_w.reset();
   rep_w.reset();
 

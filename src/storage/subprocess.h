@@ -22,6 +22,9 @@ struct ProcessSpec {
   // reads a tarball or writes into a pipe. Descriptors >= 3, left open for the caller.
   int stdin_fd = -1;
   int stdout_fd = -1;
+  // The directory the program starts in (fchdir), when not this process's: for a tar that
+  // reads a directory this process opened itself.
+  int cwd_fd = -1;
 };
 
 using LineFn = std::function<void(const std::string& line)>;

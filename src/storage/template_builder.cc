@@ -284,17 +284,40 @@ Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const Pro
   return runner(dir, {.argv = Step("@base-finish")}, progress);
 }
 
-Status ImportTree(const std::string& source, const std::string& dir, const ToolRunner& runner,
+Result<UniqueFd> OpenImportSource(const std::string& import_root, const std::string& source) {
+  if (source.empty() || source[0] != '/') return InvalidArgument("import source must be an absolute path");
+  if (import_root.empty() || import_root[0] != '/') return InvalidArgument("import root must be an absolute path");
+  std::string root = import_root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  std::string rel;
+  if (root == "/") {
+    rel = source.substr(1);
+  } else if (source == root) {
+    rel = ".";
+  } else if (source.compare(0, root.size() + 1, root + "/") == 0) {
+    rel = source.substr(root.size() + 1);
+  } else {
+    return PermissionDenied("template imports read only below " + root + " (--import-root); " + source + " is not");
+  }
+  if (rel.empty()) rel = ".";
+  ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFd(root, O_PATH | O_DIRECTORY));
+  struct open_how how = {};
+  how.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  long fd = RetryEintr([&] { return ::syscall(SYS_openat2, root_fd.get(), rel.c_str(), &how, sizeof how); });
+  if (fd < 0) return ErrnoStatus("open", source, errno);
+  return UniqueFd(static_cast<int>(fd));
+}
+
+Status ImportTree(int source_fd, const std::string& source, const std::string& dir, const ToolRunner& runner,
                   const ProgressFn& progress) {
-  // O_NONBLOCK: a FIFO named as the source must not hang the open.
-  ASSIGN_OR_RETURN(UniqueFd src, OpenFd(source, O_RDONLY | O_NONBLOCK | O_NOCTTY));
   struct stat st;
-  if (::fstat(src.get(), &st) != 0) return ErrnoStatus("fstat", source, errno);
+  if (::fstat(source_fd, &st) != 0) return ErrnoStatus("fstat", source, errno);
   if (S_ISREG(st.st_mode)) {
-    ASSIGN_OR_RETURN(std::string compression, CompressionFlag(src.get(), source));
+    ASSIGN_OR_RETURN(std::string compression, CompressionFlag(source_fd, source));
     Report(progress, "extracting " + source);
     ToolRun extract = {.argv = [&](const std::string& t) { return ExtractArgv(t, compression); },
-                       .stdin_fd = src.get()};
+                       .stdin_fd = source_fd};
     RETURN_IF_ERROR(runner(dir, extract, progress));
     return RefuseVmStateDir(dir);
   }
@@ -308,8 +331,10 @@ Status ImportTree(const std::string& source, const std::string& dir, const ToolR
   UniqueFd stream_r(p[0]), stream_w(p[1]);
   ProcessSpec create = {.argv = {kTar, "--create", "--sparse"}};
   create.argv.insert(create.argv.end(), kTarCommon.begin(), kTarCommon.end());
-  create.argv.insert(create.argv.end(), {"--file=-", "--directory=" + source, "."});
+  // Started in the directory this process opened, so it reads what was resolved, not the path.
+  create.argv.insert(create.argv.end(), {"--file=-", "."});
   create.stdout_fd = stream_w.get();
+  create.cwd_fd = source_fd;
   Status created;
   std::thread producer([&] {
     created = RunProcess(create, [&](const std::string& line) { Report(progress, line); });

@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "common/result.h"
+#include "common/unique_fd.h"
 #include "storage/pool.h"
 
 namespace space::storage {
@@ -27,14 +28,20 @@ Status BuildBusyboxTree(const std::string& dir, const ToolRunner& runner, const 
 // unavailable when it is empty.
 Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const ProgressFn& progress);
 
-// Extracts a host directory or tarball (gzip, bzip2, xz, zstd, lzip, lzma or compress, by its
-// magic; numeric owners, modes, user.* and security.capability xattrs) into `dir`. This
-// process reads the source, which an admin named, and `tar -x` writes the tree in a step
-// through `runner`, reading the stream on its stdin. Device nodes below dev/ are left out:
+// Opens an import's `source`, an absolute host path, inside `import_root` as if that were the
+// root (openat2 RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS): neither ".." nor a symlink leads out.
+// A path not below `import_root` is kPermissionDenied. O_NONBLOCK: a FIFO must not hang it.
+Result<UniqueFd> OpenImportSource(const std::string& import_root, const std::string& source);
+
+// Extracts a host directory or tarball open as `source_fd` (OpenImportSource; `source` names it
+// in messages) into `dir`: gzip, bzip2, xz, zstd, lzip, lzma or compress, by its magic;
+// numeric owners, modes, user.* and security.capability xattrs. This process reads the
+// source, which an admin named, and `tar -x` writes the tree in a step through `runner`,
+// reading the stream on its stdin. Device nodes below dev/ are left out:
 // every runtime mounts its own /dev there, and a user namespace cannot make them; one
 // anywhere else fails the import, and so does an owner beyond 65535 (the ids a template, like
 // a sandbox, maps). A tree with a .space-vm (the vm runtime's own state) is refused.
-Status ImportTree(const std::string& source, const std::string& dir, const ToolRunner& runner,
+Status ImportTree(int source_fd, const std::string& source, const std::string& dir, const ToolRunner& runner,
                   const ProgressFn& progress);
 
 // Runs one of the steps above named "@<name>" over the tree at argv[1], in this process: what

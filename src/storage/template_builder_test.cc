@@ -5,6 +5,7 @@
 // same steps in the build jail: node/build_jail_test.cc, tests/integration/test_templates.py.
 #include "storage/template_builder.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -114,7 +115,9 @@ TEST_F(TemplateBuilderTest, ImportsEachCompressionAndLeavesDevOut) {
     }
     const std::string out = dir_ + "/out-" + c.name;
     ASSERT_EQ(::mkdir(out.c_str(), 0755), 0);
-    Status st = ImportTree(source, out, RunToolHere, nullptr);
+    Result<UniqueFd> fd = OpenImportSource("/", source);
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    Status st = ImportTree(fd->get(), source, out, RunToolHere, nullptr);
     ASSERT_TRUE(st.ok()) << st.ToString();
     struct stat motd;
     ASSERT_EQ(::lstat((out + "/etc/motd").c_str(), &motd), 0);
@@ -132,11 +135,41 @@ TEST_F(TemplateBuilderTest, ImportsEachCompressionAndLeavesDevOut) {
 TEST_F(TemplateBuilderTest, ImportRefusesAFifoAndAVmStateDir) {
   const std::string fifo = dir_ + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  Status st = ImportTree(fifo, tree_, RunToolHere, nullptr);
+  Result<UniqueFd> fd = OpenImportSource("/", fifo);  // O_NONBLOCK: the open does not hang
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  Status st = ImportTree(fd->get(), fifo, tree_, RunToolHere, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   const std::string src = dir_ + "/vm";
   ASSERT_TRUE(MakeDirs(src + "/.space-vm", 0755).ok());
-  EXPECT_EQ(ImportTree(src, tree_, RunToolHere, nullptr).code(), StatusCode::kInvalidArgument);
+  fd = OpenImportSource("/", src);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(ImportTree(fd->get(), src, tree_, RunToolHere, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// With an import root, a source is resolved inside it as if it were "/": a path outside it is
+// refused, and neither ".." nor a symlink (absolute or relative) inside it leads out.
+TEST_F(TemplateBuilderTest, ImportSourcesStayInsideTheImportRoot) {
+  const std::string root = dir_ + "/imports";
+  ASSERT_TRUE(MakeDirs(root + "/ok", 0755).ok());
+  ASSERT_TRUE(WriteFileAtomic(root + "/ok/file", "inside\n", 0644).ok());
+  ASSERT_TRUE(MakeDirs(dir_ + "/outside", 0755).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/outside/secret", "outside\n", 0644).ok());
+  ASSERT_EQ(::symlink((dir_ + "/outside").c_str(), (root + "/abs").c_str()), 0);
+  ASSERT_EQ(::symlink("../outside", (root + "/rel").c_str()), 0);
+  EXPECT_TRUE(OpenImportSource(root, root + "/ok").ok());
+  EXPECT_TRUE(OpenImportSource(root + "/", root + "/ok/file").ok());
+  EXPECT_TRUE(OpenImportSource(root, root).ok());
+  EXPECT_EQ(OpenImportSource(root, dir_ + "/outside").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(OpenImportSource(root, root + "x/ok").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(OpenImportSource(root, "relative").status().code(), StatusCode::kInvalidArgument);
+  // Inside the root, these name paths that do not exist there.
+  for (const std::string& escape : {root + "/abs/secret", root + "/rel/secret", root + "/../outside/secret",
+                                    root + "/ok/../../outside/secret"}) {
+    Result<UniqueFd> fd = OpenImportSource(root, escape);
+    EXPECT_FALSE(fd.ok()) << escape;
+  }
+  // "/" reads anywhere, through links as the host resolves them.
+  EXPECT_TRUE(OpenImportSource("/", root + "/abs/secret").ok());
 }
 
 }  // namespace

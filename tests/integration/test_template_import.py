@@ -12,7 +12,7 @@ import tarfile
 import tempfile
 import unittest
 
-from harness import Server, is_root
+from harness import SPACE_BIN, Server, is_root
 
 CAP_NET_RAW = 13
 
@@ -134,6 +134,52 @@ class TemplateImportTest(unittest.TestCase):
         st, d = self.s.json("POST", "/v1/templates", {"name": "imp-none", "source": "/nonexistent/x"})
         self.assertGreaterEqual(st, 400, d)
         self.assertIn("message", d)
+
+
+@unittest.skipUnless(is_root(), "needs root")
+class ImportRootTest(unittest.TestCase):
+    """`space dev --import-root DIR`: imports read only inside DIR, resolved as if it were the
+    root (openat2 RESOLVE_IN_ROOT), so an admin key cannot copy the host's files into a
+    template, whether by naming them or through a link planted below DIR."""
+
+    def test_imports_stay_inside_the_import_root(self):
+        tmp = tempfile.mkdtemp(prefix="space-import-root-", dir="/var/tmp")
+        root = os.path.join(tmp, "imports")
+        os.makedirs(os.path.join(root, "tree/etc"))
+        shutil.copy("/bin/busybox", os.path.join(root, "tree/busybox"))
+        with open(os.path.join(root, "tree/etc/motd"), "w") as f:
+            f.write("inside\n")
+        os.symlink("/etc", os.path.join(root, "hostetc"))
+        os.symlink("../..", os.path.join(root, "up"))
+        s = Server(extra_args=["--no-egress", "--import-root", root]).start()
+        try:
+            st, d = s.json("POST", "/v1/templates", {"name": "inside", "source": os.path.join(root, "tree")}, timeout=300)
+            self.assertEqual(st, 201, (d, s.log_tail()))
+            st, d = s.json("POST", "/v1/templates", {"name": "outside", "source": "/etc"})
+            self.assertEqual((st, d["code"]), (403, "permission_denied"), d)
+            self.assertIn("--import-root", d["message"])
+            # Through links below the root: resolved inside it, where nothing of the host is.
+            for name, source in (("hostetc", os.path.join(root, "hostetc")), ("up", os.path.join(root, "up/etc")),
+                                 ("dotdot", os.path.join(root, "../../../etc"))):
+                st, d = s.json("POST", "/v1/templates", {"name": "esc-" + name, "source": source})
+                self.assertNotEqual(st, 201, (name, d))
+                self.assertEqual(s.json("GET", "/v1/templates/esc-" + name)[0], 404, name)
+        finally:
+            s.cleanup()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_a_bad_import_root_is_refused_before_anything_is_made(self):
+        parent = tempfile.mkdtemp(prefix="space-flag-")
+        data_dir = os.path.join(parent, "never")
+        try:
+            for bad in ("relative", "/nonexistent/imports", "/etc/hostname"):
+                r = subprocess.run([SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", data_dir,
+                                    "--import-root", bad], capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 2, (bad, r.stderr))
+                self.assertIn("--import-root", r.stderr)
+                self.assertFalse(os.path.exists(data_dir), bad)
+        finally:
+            shutil.rmtree(parent, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -116,8 +116,11 @@ def setup(ctx, rate_limit):
     ctx.net = TestNet().start()
     data_dir = os.environ.get("SPACE_TEST_DATA_DIR", "/var/lib/space-test")
     os.makedirs(data_dir, exist_ok=True)
+    # Template imports read only below this directory (--import-root), as a fleet would run.
+    ctx.import_root = os.path.join(data_dir, "imports")
+    os.makedirs(ctx.import_root, exist_ok=True)
     ctx.s = Server(data_dir, extra_args=["--egress-dns", ctx.net.dns, "--egress-upstream-ca", ctx.net.ca,
-                                         "--api-rate-limit", rate_limit]).start()
+                                         "--api-rate-limit", rate_limit, "--import-root", ctx.import_root]).start()
     r = subprocess.run([SPACE_BIN, "template", "build", "base"], env=ctx.s.env(), capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("building base failed:\n" + r.stdout[-3000:] + r.stderr[-3000:])
@@ -537,6 +540,26 @@ def _(ctx):
 def _(ctx):
     st, d = ctx.json("POST", "/v1/templates", {"name": "stolen", "source": "/etc"}, key=ctx.key_b)
     return st == 403, "team b import of a host directory -> %d" % st
+
+
+@attempt("api.admin.template_import_outside_import_root")
+def _(ctx):
+    st, d = ctx.json("POST", "/v1/templates", {"name": "hostetc", "source": "/etc"})
+    return st == 403, "admin import of /etc with --import-root set -> %d %s" % (st, (d or {}).get("code"))
+
+
+@attempt("api.admin.template_import_through_a_planted_link")
+def _(ctx):
+    # A link below the import root to the host's /etc, and a relative one climbing out of it:
+    # resolved inside the root (RESOLVE_IN_ROOT), they reach nothing of the host.
+    results = []
+    for name, target in (("link-abs", "/etc"), ("link-rel", "../../../../../etc")):
+        link = os.path.join(ctx.import_root, name)
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+        st, d = ctx.json("POST", "/v1/templates", {"name": name, "source": link})
+        results.append((st, ctx.json("GET", "/v1/templates/" + name)[0]))
+    return all(st != 201 and got == 404 for st, got in results), "imports through links -> %s" % results
 
 
 @attempt("api.other_team.e2b_access_token")
