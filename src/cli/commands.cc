@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <filesystem>
 #include <string>
 
 #include "broker/broker.h"
@@ -408,7 +409,9 @@ int Main(int argc, char** argv) {
   }
   if (tpl_build->parsed() || tpl_import->parsed()) {
     nlohmann::json body = {{"name", name}};
-    if (tpl_import->parsed()) body["source"] = src;
+    // The server reads the path on its own host: a relative one means this shell's directory
+    // there (space dev on this machine).
+    if (tpl_import->parsed()) body["source"] = src.empty() || src[0] == '/' ? src : std::filesystem::absolute(src).string();
     int code = 0;
     Status st = c.Stream("POST", "/v1/templates", body.dump(), [&](const SseEvent& ev) {
       auto d = nlohmann::json::parse(ev.data, nullptr, false);
