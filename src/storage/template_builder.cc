@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -335,13 +336,20 @@ Status ImportTree(int source_fd, const std::string& source, const std::string& d
   create.argv.insert(create.argv.end(), {"--file=-", "."});
   create.stdout_fd = stream_w.get();
   create.cwd_fd = source_fd;
+  // Both tars report progress at once; the caller's callback (an SSE stream) takes one line at
+  // a time.
+  std::mutex progress_mu;
+  ProgressFn one_at_a_time = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(progress_mu);
+    Report(progress, line);
+  };
   Status created;
   std::thread producer([&] {
-    created = RunProcess(create, [&](const std::string& line) { Report(progress, line); });
+    created = RunProcess(create, one_at_a_time);
     stream_w.reset();  // the tar has exited: the step reads EOF
   });
-  Status extracted = runner(dir, {.argv = [](const std::string& t) { return ExtractArgv(t, ""); }, .stdin_fd = stream_r.get()},
-                            progress);
+  Status extracted = runner(
+      dir, {.argv = [](const std::string& t) { return ExtractArgv(t, ""); }, .stdin_fd = stream_r.get()}, one_at_a_time);
   stream_r.reset();  // a tar still writing (the step failed) gets EPIPE and ends
   producer.join();
   RETURN_IF_ERROR(created);
