@@ -84,6 +84,29 @@ FilteredBroker ForkFilteredBroker(BrokerConfig config) {
   return {pid, UniqueFd(sv[0])};
 }
 
+// A loop-backed btrfs pool of 1 GiB, mounted as the node mounts one, in a fresh directory
+// `<prefix>.XXXXXX` (the data dir).
+struct TestPool {
+  std::string dir;
+  storage::PoolMount mount;
+};
+
+Result<TestPool> MountTestPool(const std::string& prefix) {
+  std::string dir = prefix + ".XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) return ErrnoStatus("mkdtemp", prefix, errno);
+  storage::PoolConfig pc;
+  pc.data_dir = dir;
+  pc.loop_image_bytes = 1ull << 30;
+  ASSIGN_OR_RETURN(storage::PoolMount mount, storage::MountPool(pc));
+  return TestPool{dir, mount};
+}
+
+// Unmounts it (the loop device frees itself) and removes its directory.
+void UnmountTestPool(const TestPool& p) {
+  ASSERT_EQ(::umount2(p.mount.pool_dir.c_str(), MNT_DETACH), 0);
+  ASSERT_EQ(std::system(("rm -rf " + p.dir).c_str()), 0);
+}
+
 // Once its client has closed the socket, the broker's loop ends and it exits 0.
 void ExpectCleanExit(pid_t pid) {
   int status = 0;
@@ -503,13 +526,10 @@ TEST(IdmapPathTest, OnlySandboxRootsAndTemplateBuildsOfThePool) {
 // of a sandbox root or template build of its pool, for a sandbox-shaped namespace of a leased
 // slot only; never another directory, another shape, another slot or a process not the node's.
 TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
-  char tmpl[] = "/var/tmp/broker_idmap.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  storage::PoolConfig pc;
-  pc.data_dir = tmpl;
-  pc.loop_image_bytes = 1ull << 30;
-  Result<storage::PoolMount> m = storage::MountPool(pc);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Result<TestPool> tp = MountTestPool("/var/tmp/broker_idmap");
+  ASSERT_TRUE(tp.ok()) << tp.status().ToString();
+  const char* tmpl = tp->dir.c_str();
+  const storage::PoolMount* m = &tp->mount;
   const std::string pool = m->pool_dir;
   ASSERT_TRUE(storage::CreateSubvolume(pool + "/sandboxes/sbx_1").ok());
   ASSERT_TRUE(storage::CreateSubvolume(pool + "/templates/tmp-0123456789abcdef").ok());
@@ -571,21 +591,16 @@ TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
     EXPECT_EQ(idmap(pool + "/sandboxes/sbx_1", host, base).status().code(), StatusCode::kPermissionDenied);
   }
   ExpectCleanExit(broker.pid);
-  ASSERT_EQ(::umount2(pool.c_str(), MNT_DETACH), 0);
-  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+  UnmountTestPool(*tp);
 }
 
 // subvol_delete, qgroup_limit and quota_rescan end to end, the broker under its own seccomp
 // filter, on a real loop-backed btrfs pool: only the pool's own subvolume directories and
 // sandbox roots, whatever path the node names.
 TEST_F(BrokerRootTest, ActsOnlyOnItsPoolsSubvolumesOverItsSocket) {
-  char tmpl[] = "/var/tmp/broker_pool.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  storage::PoolConfig pc;
-  pc.data_dir = tmpl;
-  pc.loop_image_bytes = 1ull << 30;
-  Result<storage::PoolMount> m = storage::MountPool(pc);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Result<TestPool> tp = MountTestPool("/var/tmp/broker_pool");
+  ASSERT_TRUE(tp.ok()) << tp.status().ToString();
+  const storage::PoolMount* m = &tp->mount;
   ASSERT_TRUE(m->btrfs && m->quota_enabled);
   const std::string pool = m->pool_dir;
   const std::string root = pool + "/sandboxes/sbx_1", snap = pool + "/snapshots/snap_1", other = pool + "/other";
@@ -626,21 +641,17 @@ TEST_F(BrokerRootTest, ActsOnlyOnItsPoolsSubvolumesOverItsSocket) {
     EXPECT_TRUE(rescan.ok()) << rescan.status().ToString();
   }
   ExpectCleanExit(broker.pid);
-  ASSERT_EQ(::umount2(pool.c_str(), MNT_DETACH), 0);
-  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+  UnmountTestPool(*tp);
 }
 
 // subvol_snapshot: a snapshot of a pool subvolume (here a sandbox root its root chowned to
 // 1000, which a node without CAP_FOWNER may not snapshot) into a pool directory, and of
 // nothing else, nowhere else.
 TEST_F(BrokerRootTest, SnapshotsOnlyItsPoolsSubvolumesIntoItsPool) {
-  char tmpl[] = "/var/tmp/broker_snap.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  storage::PoolConfig pc;
-  pc.data_dir = tmpl;
-  pc.loop_image_bytes = 1ull << 30;
-  Result<storage::PoolMount> m = storage::MountPool(pc);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Result<TestPool> tp = MountTestPool("/var/tmp/broker_snap");
+  ASSERT_TRUE(tp.ok()) << tp.status().ToString();
+  const char* tmpl = tp->dir.c_str();
+  const storage::PoolMount* m = &tp->mount;
   const std::string pool = m->pool_dir;
   const std::string root = pool + "/sandboxes/sbx_1", other = pool + "/other", plain = pool + "/sandboxes/plain";
   ASSERT_TRUE(storage::CreateSubvolume(root).ok());
@@ -681,8 +692,7 @@ TEST_F(BrokerRootTest, SnapshotsOnlyItsPoolsSubvolumesIntoItsPool) {
     }
   }
   ExpectCleanExit(broker.pid);
-  ASSERT_EQ(::umount2(pool.c_str(), MNT_DETACH), 0);
-  ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
+  UnmountTestPool(*tp);
 }
 
 TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {
