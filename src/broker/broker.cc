@@ -1,5 +1,6 @@
 #include "broker/broker.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <limits.h>
@@ -384,6 +385,10 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
       return SubvolDelete(request, fds.at(0).get());
     case Op::kSubvolSnapshot:
       return SubvolSnapshot(request, fds.at(0).get(), fds.at(1).get());
+    case Op::kSubvolCreate:
+      return SubvolCreate(request, fds.at(0).get());
+    case Op::kVmStateDir:
+      return VmStateDir(fds.at(0).get());
     case Op::kQgroupLimit:
       return QgroupLimit(request, fds.at(0).get());
     case Op::kChildNice: {
@@ -534,6 +539,43 @@ Result<nlohmann::json> Broker::SubvolSnapshot(const Request& request, int source
   ASSIGN_OR_RETURN(std::string dir, PoolPathOf(parent_fd, "subvol_snapshot", IsPoolSubvolumeDir));
   RETURN_IF_ERROR(storage::CreateSnapshotAt(source_fd, parent_fd, request.name, request.read_only)
                       .Annotate(source + " -> " + dir + "/" + request.name));
+  return nlohmann::json::object();
+}
+
+Result<nlohmann::json> Broker::SubvolCreate(const Request& request, int parent_fd) {
+  ASSIGN_OR_RETURN(std::string dir, PoolPathOf(parent_fd, "subvol_create", IsPoolSubvolumeDir));
+  // Made as uid 0 (mode 0755): the build jail and the tree jail write it as root of their own
+  // namespace through an idmapped clone, which needs its top directory owned by a mapped id.
+  RETURN_IF_ERROR(storage::CreateSubvolumeAt(parent_fd, request.name).Annotate(dir));
+  return nlohmann::json::object();
+}
+
+Result<nlohmann::json> Broker::VmStateDir(int root_fd) {
+  ASSIGN_OR_RETURN(std::string root, PoolPathOf(root_fd, "vm_state_dir", IsPoolSandboxRoot));
+  if (!storage::IsSubvolumeFd(root_fd)) return PermissionDenied("vm_state_dir: " + root + " is not a btrfs subvolume");
+  const char* name = runtime::kVmStateDir;
+  // mkdirat never follows a final symlink (EEXIST), and the open below refuses one.
+  if (::mkdirat(root_fd, name, 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdirat", root + "/" + name, errno);
+  Result<UniqueFd> dir = OpenAt(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+  if (!dir.ok()) return PermissionDenied("vm_state_dir: " + root + "/" + name + " is not a directory");
+  const uid_t node = HostSlots::NodeUid();
+  // The node's: the directory and the files directly in it that uid 0 left (a node that ran as
+  // root made them), one link each (a second link would be a file of the tree beside).
+  if (::fchown(dir->get(), node, node) != 0) return ErrnoStatus("fchown", root + "/" + name, errno);
+  DIR* d = ::fdopendir(::dup(dir->get()));
+  if (d == nullptr) return ErrnoStatus("fdopendir", root + "/" + name, errno);
+  Status st = Status::Ok();
+  while (struct dirent* e = ::readdir(d)) {
+    struct stat sb;
+    if (::fstatat(dir->get(), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISREG(sb.st_mode) || sb.st_uid != 0 || sb.st_nlink != 1) continue;
+    if (::fchownat(dir->get(), e->d_name, node, node, AT_SYMLINK_NOFOLLOW) != 0) {
+      st = ErrnoStatus("fchownat", root + "/" + name + "/" + e->d_name, errno);
+      break;
+    }
+  }
+  ::closedir(d);
+  RETURN_IF_ERROR(st);
   return nlohmann::json::object();
 }
 

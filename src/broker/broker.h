@@ -54,8 +54,9 @@ namespace space::broker {
 // (kill_child). CAP_SYS_NICE: a v1 cpuset admits a task whose capabilities are not a subset of
 // the writer's only with it (a VMM is attached before it changes ids), and the nice values a
 // warm-pool refill lowers back to normal (child_nice, node_thread_nice) need it.
-inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_KILL,       CAP_SYS_NICE,
-                                             CAP_SETUID,    CAP_SETGID,    CAP_FOWNER,     CAP_DAC_OVERRIDE};
+inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_SYS_PTRACE,   CAP_KILL, CAP_SYS_NICE,
+                                             CAP_SETUID,    CAP_SETGID,    CAP_FOWNER,       CAP_DAC_OVERRIDE,
+                                             CAP_CHOWN};
 // Capabilities the node drops because the broker now does what needed them. CAP_SYS_PTRACE
 // goes too: with it the node could trace the broker and act through it. CAP_KILL: the node
 // signals only its own children (common/kill_child.h routes the kills it may not send through
@@ -108,6 +109,8 @@ class Broker {
   Result<nlohmann::json> IdmapTree(const Request& request, int dir_fd, int pidfd, std::vector<UniqueFd>* reply_fds);
   Result<nlohmann::json> SubvolDelete(const Request& request, int parent_fd);
   Result<nlohmann::json> SubvolSnapshot(const Request& request, int source_fd, int parent_fd);
+  Result<nlohmann::json> SubvolCreate(const Request& request, int parent_fd);
+  Result<nlohmann::json> VmStateDir(int root_fd);
   Result<nlohmann::json> QgroupLimit(const Request& request, int subvol_fd);
   Result<nlohmann::json> NodeThreadNice(const Request& request);
   // The pool's real path (symlinks resolved), and what `fd` names now, checked against it

@@ -253,6 +253,25 @@ Status BrokerClient::SnapshotSubvolume(const std::string& source, const std::str
   return Call(r, {src.get(), parent.get()}, nullptr).status();
 }
 
+Status BrokerClient::CreateSubvolume(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == path.size()) {
+    return InvalidArgument("create subvolume: " + path + " is not an absolute path in a pool directory");
+  }
+  ASSIGN_OR_RETURN(UniqueFd parent, OpenFd(path.substr(0, slash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  Request r;
+  r.op = Op::kSubvolCreate;
+  r.name = path.substr(slash + 1);
+  return Call(r, parent.get()).status();
+}
+
+Status BrokerClient::MakeVmStateDir(const std::string& rootfs) {
+  ASSIGN_OR_RETURN(UniqueFd root, OpenFd(rootfs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  Request r;
+  r.op = Op::kVmStateDir;
+  return Call(r, root.get()).status();
+}
+
 Status BrokerClient::SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {
   if (bytes == 0 || bytes > static_cast<uint64_t>(kMaxQgroupLimitBytes)) {
     return InvalidArgument("qgroup limit " + std::to_string(bytes) + " is out of range");

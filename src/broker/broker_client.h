@@ -67,6 +67,11 @@ class BrokerClient {
   Status DeleteSubvolume(const std::string& path);
   // subvol_snapshot: `source` (a pool subvolume) at `path` (a new name in a pool directory).
   Status SnapshotSubvolume(const std::string& source, const std::string& path, bool read_only);
+  // subvol_create: an empty subvolume, uid 0's, at `path` (a new name in a pool directory).
+  Status CreateSubvolume(const std::string& path);
+  // vm_state_dir: the sandbox root `rootfs`'s .space-vm, made if absent and given to the
+  // node's uid (HostSlots::NodeUid) with the files in it that uid 0 left.
+  Status MakeVmStateDir(const std::string& rootfs);
   Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
   Result<bool> RescanQuotaIfInconsistent();
   // Nice values (0..19) this process may not set itself (common/nice.h NiceRoute routes them):

@@ -49,6 +49,8 @@ const std::vector<OpInfo>& Ops() {
       {Op::kNodeThreadNice, "node_thread_nice", 0, {"tid", "nice"}},
       {Op::kSubvolSnapshot, "subvol_snapshot", 2, {"name", "read_only"}},
       {Op::kCgroupParents, "cgroup_parents", 0, {"runtime", "present"}},
+      {Op::kSubvolCreate, "subvol_create", 1, {"name"}},
+      {Op::kVmStateDir, "vm_state_dir", 1, {}},
   };
   return ops;
 }
@@ -159,6 +161,7 @@ std::string EncodeRequest(const Request& r) {
       j["read_only"] = r.read_only;
       [[fallthrough]];
     case Op::kSubvolDelete:
+    case Op::kSubvolCreate:
       j["name"] = r.name;
       break;
     case Op::kQgroupLimit:
@@ -251,7 +254,8 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
       break;
     }
     case Op::kSubvolSnapshot:
-    case Op::kSubvolDelete: {
+    case Op::kSubvolDelete:
+    case Op::kSubvolCreate: {
       if (r.op == Op::kSubvolSnapshot) {
         if (!j["read_only"].is_boolean()) return InvalidArgument("broker: read_only must be true or false");
         r.read_only = j["read_only"].get<bool>();
@@ -318,6 +322,7 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     case Op::kNetRelease:
     case Op::kKillChild:
     case Op::kQuotaRescan:
+    case Op::kVmStateDir:
       break;
     case Op::kCgroupParents: {
       ASSIGN_OR_RETURN(r.runtime, RuntimeFromJson(j["runtime"]));

@@ -41,6 +41,11 @@
 //   subvol_snapshot    {name, read_only}       2     {}              (fds: a pool subvolume, the
 //                                                                      pool directory to hold the
 //                                                                      snapshot as name)
+//   subvol_create      {name}                  1     {}              (fd: the pool directory to
+//                                                                      hold an empty subvolume,
+//                                                                      root's, as name)
+//   vm_state_dir       -                       1     {}              (fd: a sandbox root; makes
+//                                                                      its .space-vm, the node's)
 //
 // A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode name>, "message": ...}.
 #pragma once
@@ -79,6 +84,8 @@ enum class Op {
   kChildNice, kNodeThreadNice,  // nice values 0..19 that only CAP_SYS_NICE may set (common/nice.h)
   kSubvolSnapshot,  // a snapshot of a pool subvolume whose root the node does not own (CAP_FOWNER)
   kCgroupParents,   // makes or removes a runtime's parent cgroups (CAP_DAC_OVERRIDE: v1 roots are 0555)
+  kSubvolCreate,    // an empty subvolume owned by root, for a tree a jail writes as root of its namespace
+  kVmStateDir,      // a vm sandbox root's .space-vm, made and given to the node's uid (CAP_CHOWN)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -116,7 +123,7 @@ struct Request {
   // (0: none; only with kOneId).
   runtime::ns::IdMapShape shape = runtime::ns::IdMapShape::kSandbox;
   int64_t kvm_gid = 0;
-  std::string name;                 // subvol_delete, subvol_snapshot: one path component ([A-Za-z0-9_.-], not . or ..)
+  std::string name;                 // subvol_delete, subvol_snapshot, subvol_create: one path component ([A-Za-z0-9_.-], not . or ..)
   int64_t bytes = 0;                // qgroup_limit: 1..kMaxQgroupLimitBytes
   bool read_only = false;           // idmap_tree: a read-only clone (what a snapshot's must be); subvol_snapshot
   int64_t nice = 0;                 // child_nice, node_thread_nice: 0..kMaxNice

@@ -26,14 +26,17 @@
 #include "common/log.h"
 #include "common/syscall.h"
 #include "e2b/e2b.h"
+#include "front/front.h"
 #include "front/front_process.h"
 #include "node/heartbeat.h"
 #include "node/node.h"
 #include "node/node_seccomp.h"
+#include "node/node_user.h"
 #include "runtime/ns/mounts.h"
 #include "storage/btrfs.h"
 #include "storage/pool_mount.h"
 #include "runtime/ns/userns.h"
+#include "runtime/vm/vm_runtime.h"
 #include "store/open_store.h"
 #include "store/store.h"
 
@@ -60,6 +63,44 @@ void RaiseFdLimit() {
     (void)::setrlimit(RLIMIT_NOFILE, &rl);
   }
 }
+
+// Hands the node what it writes (node/node_user.h) and switches it to HostSlots::NodeUid, with
+// the capabilities it still holds (permitted and effective; CAP_DAC_READ_SEARCH also
+// inheritable, for the tools that read trees: storage/subprocess.h read_any_file).
+Status BecomeNodeUser(const DevOptions& options, const storage::PoolMount& pool) {
+  const uid_t uid = HostSlots::NodeUid();
+  // The host-wide run dir: traversable by the node and its helpers, listable by nobody else.
+  const std::string run = HostRunDir();
+  RETURN_IF_ERROR(MakeDirs(run, 0711));
+  if (::chmod(run.c_str(), 0711) != 0) return ErrnoStatus("chmod", run, errno);
+  // The API front's empty root is root's, so no process of SPACE can write it.
+  RETURN_IF_ERROR(front::MakeFrontRoot(run + "/empty"));
+  const node::Node::RunDirs run_dirs = node::Node::RunDirsOf(options.data_dir);
+  const char* cache = std::getenv("SPACE_VM_CACHE_DIR");
+  std::vector<node::NodeDir> dirs = {
+      {.path = options.data_dir,
+       .files = {"state.db", "state.db-wal", "state.db-shm", "state.db-journal", "api-key", "credentials.kek",
+                 "e2b-token.key"}},
+      {.path = options.data_dir + "/gateway", .recursive = true},
+      {.path = options.snapshot_store.empty() ? options.data_dir + "/store" : options.snapshot_store, .recursive = true},
+      // The pool's top and its directories, with what they hold on the top subvolume (the
+      // template index, VM disk images); never a sandbox root, snapshot or template, each a
+      // subvolume of its own (another st_dev), which stays its own root's.
+      {.path = pool.pool_dir},
+      {.path = pool.pool_dir + "/sandboxes", .recursive = true},
+      {.path = pool.pool_dir + "/snapshots", .recursive = true},
+      {.path = pool.pool_dir + "/templates", .recursive = true},
+      {.path = pool.pool_dir + "/vm-images", .recursive = true},
+      {.path = run_dirs.ns, .recursive = true, .mode = 0711},
+      {.path = run_dirs.vm, .recursive = true, .mode = 0711},
+      {.path = run_dirs.build, .recursive = true, .mode = 0711},
+      // World-readable: the VMM, under its own uid, reads the kernel and initramfs.
+      {.path = cache != nullptr ? cache : runtime::RuntimeConfig{}.vm_cache_dir, .recursive = true, .mode = 0755},
+  };
+  RETURN_IF_ERROR(node::GiveToNodeUser(dirs, uid));
+  return BecomeUserKeepingCapabilities(uid, uid, {CAP_DAC_READ_SEARCH});
+}
+
 
 }  // namespace
 
@@ -224,7 +265,17 @@ int RunDev(const DevOptions& options) {
       .set_exclusive_limit = [b = broker->get()](const std::string& path,
                                                  uint64_t bytes) { return b->SetExclusiveLimit(path, bytes); },
       .rescan_if_inconsistent = [b = broker->get()](const std::string&) { return b->RescanQuotaIfInconsistent(); },
+      .create_subvolume = [b = broker->get()](const std::string& path) { return b->CreateSubvolume(path); },
   });
+  // And the vm runtime's state dir in a sandbox root, which is uid 0's (the root's own).
+  runtime::SetVmStateDirRoute([b = broker->get()](const std::string& rootfs) { return b->MakeVmStateDir(rootfs); });
+  // From here the node runs as a uid of its own (HostSlots::NodeUid), no longer root: it owns
+  // its data dir, run dirs and VM cache, and what it still needs of root's power on the rest
+  // the broker does. Handed over while this process may still chown.
+  if (Status st = BecomeNodeUser(options, *pool_mount); !st.ok()) {
+    std::cerr << "space dev: " << st.ToString() << "\n";
+    return 1;
+  }
   std::vector<int> node_drop(std::begin(broker::kNodeDroppedCapabilities), std::end(broker::kNodeDroppedCapabilities));
   node_drop.insert(node_drop.end(), std::begin(kNodeUnusedAfterStart), std::end(kNodeUnusedAfterStart));
   // Nothing the node does on its btrfs pool needs CAP_SYS_ADMIN any more, nor CAP_FOWNER (the

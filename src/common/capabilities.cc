@@ -1,6 +1,7 @@
 #include "common/capabilities.h"
 
 #include <linux/capability.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -46,6 +47,32 @@ Status DropCapabilities(const std::vector<int>& caps) {
     data[cap / 32].effective &= ~bit;
     data[cap / 32].permitted &= ~bit;
     data[cap / 32].inheritable &= ~bit;
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  if (::syscall(SYS_capset, &header, data) != 0) return ErrnoStatus("capset", "self", errno);
+  return Status::Ok();
+}
+
+Status BecomeUserKeepingCapabilities(uid_t uid, gid_t gid, const std::vector<int>& inheritable) {
+  auto status = ReadFileToString("/proc/self/status", 64 << 10);
+  if (!status.ok()) return status.status();
+  if (status->find("\nThreads:\t1\n") == std::string::npos) {
+    return Internal("switching to uid " + std::to_string(uid) + ": the process has more than one thread");
+  }
+  if (::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_KEEPCAPS", errno);
+  if (::setgroups(0, nullptr) != 0) return ErrnoStatus("setgroups", "none", errno);
+  if (::setresgid(gid, gid, gid) != 0) return ErrnoStatus("setresgid", std::to_string(gid), errno);
+  if (::setresuid(uid, uid, uid) != 0) return ErrnoStatus("setresuid", std::to_string(uid), errno);
+  if (::prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0) return ErrnoStatus("prctl", "PR_SET_KEEPCAPS", errno);
+  // The uid change emptied the effective set (and the ambient one); the permitted set stayed.
+  __user_cap_data_struct data[2] = {};
+  if (!Capget(data)) return ErrnoStatus("capget", "self", errno);
+  for (auto& d : data) {
+    d.effective = d.permitted;
+    d.inheritable = 0;
+  }
+  for (int cap : inheritable) {
+    if (cap >= 0 && cap < 64) data[cap / 32].inheritable |= (1u << (cap % 32)) & data[cap / 32].permitted;
   }
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   if (::syscall(SYS_capset, &header, data) != 0) return ErrnoStatus("capset", "self", errno);

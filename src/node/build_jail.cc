@@ -34,12 +34,12 @@ constexpr DatagramLimits kChannel = {64, 1, "build jail channel"};
 // Bound from the host onto empty files; dev/console stays an empty file.
 constexpr const char* kBoundDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
-// <run_dir>/build-<slot>: a plain directory (made here, never a link someone left).
+// <run_dir>/build-<slot>: a plain directory of the node's (made here, never a link someone left).
 Status EnsureMountPoint(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", path, errno);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("lstat", path, errno);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != 0) return Internal(path + " is not a root-owned directory");
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) return Internal(path + " is not a directory of this node's");
   return Status::Ok();
 }
 

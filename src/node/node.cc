@@ -68,12 +68,12 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   // Every step that writes a new template (debootstrap and the packages' scripts, an import's
   // tar, the busybox layout) runs in the build jail, as root of a user namespace on a uid
   // slot leased per step: never with the node's privileges.
-  pc.build_runner = [n = node.get()](const std::string& dir, const storage::ToolRun& run,
+  pc.build_runner = [n = node.get(), build_dir = RunDirsOf(config.data_dir).build](const std::string& dir, const storage::ToolRun& run,
                                      const storage::ProgressFn& on_line) {
     BuildJailConfig jail;
     jail.acquire_slot = [n] { return n->uid_slots_.Acquire(kBuildUidSlot); };
     jail.release_slot = [n](int64_t slot) { n->uid_slots_.Release(slot); };
-    jail.run_dir = HostRunDir();
+    jail.run_dir = build_dir;
     return RunInBuildJail(jail, dir, run, on_line);
   };
   // And their digests are read in the tree jail: a template holds files of other owners.
@@ -86,7 +86,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   runtime::RuntimeConfig rc;
   // Scratch dirs live on tmpfs (mkdir on ext4 costs milliseconds on the create path); the name
   // is derived from the data dir so a restarted node finds its predecessor's leftovers.
-  rc.run_dir = HostRunDir() + "/run-" + Fnv1aHex(config.data_dir);
+  rc.run_dir = RunDirsOf(config.data_dir).ns;
   // Each node owns one parent cgroup, named like its scratch dir: several nodes on one host
   // (tests, a fleet on one machine) must never reconcile away each other's sandboxes. With a
   // root broker, the broker writes the cgroups (it was started with the same name).
@@ -99,7 +99,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   if (::access("/usr/bin/qemu-system-x86_64", X_OK) == 0) {
     // Its own scratch dir and parent cgroup, so each runtime reconciles only its own.
     runtime::RuntimeConfig vc = rc;
-    vc.run_dir = HostRunDir() + "/vm-" + Fnv1aHex(config.data_dir);
+    vc.run_dir = RunDirsOf(config.data_dir).vm;
     vc.cgroup_name = rc.cgroup_name + "-vm";
     if (config.broker) {
       vc.cgroup_acts = std::make_shared<broker::BrokerCgroupActs>(config.broker, broker::CgroupRuntime::kVm);
@@ -133,6 +133,11 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
 Node::~Node() { Stop(); }
 
 std::string Node::CgroupName(const std::string& data_dir) { return "space-" + Fnv1aHex(data_dir); }
+
+Node::RunDirs Node::RunDirsOf(const std::string& data_dir) {
+  const std::string h = Fnv1aHex(data_dir);
+  return {.ns = HostRunDir() + "/run-" + h, .vm = HostRunDir() + "/vm-" + h, .build = HostRunDir() + "/jail-" + h};
+}
 
 void Node::Stop() {
   {

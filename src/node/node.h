@@ -196,6 +196,12 @@ class Node {
   // The parent cgroup of the sandboxes of the node on `data_dir` ("space-" + 16 hex): one per
   // node, so several nodes on one host never reconcile away each other's sandboxes.
   static std::string CgroupName(const std::string& data_dir);
+  // Its scratch dirs on tmpfs (HostRunDir()), named like its cgroup: the ns and vm runtimes'
+  // per-sandbox dirs and the build jail's mount points. The node's own (cli/dev.cc).
+  struct RunDirs {
+    std::string ns, vm, build;
+  };
+  static RunDirs RunDirsOf(const std::string& data_dir);
   store::Store* store() { return store_; }
   std::string pool_kind() const { return pool_->kind(); }
   std::string cgroup_version() const { return runtime_->cgroup_version(); }

@@ -20,6 +20,10 @@
 
 namespace space::runtime {
 
+// Where, inside a sandbox's root directory, the vm runtime keeps its disk and checkpoint
+// (vm/vm_runtime.h); the node's, made by its root broker (vm_state_dir).
+inline constexpr char kVmStateDir[] = ".space-vm";
+
 // The number of uids/gids each sandbox gets: [uid_base, uid_base + kUidRangeSize).
 inline constexpr uint32_t kUidRangeSize = 65536;
 

@@ -51,9 +51,18 @@ bool IsOnBtrfs(const std::string& path) {
 }
 
 Status CreateSubvolume(const std::string& path) {
+  if (auto r = Route(); r && r->create_subvolume) return r->create_subvolume(path);
+  if (::geteuid() != 0) return PermissionDenied("btrfs create subvolume " + path + ": its top would not be uid 0's");
   errno = 0;
   btrfs_util_error err = btrfs_util_create_subvolume(path.c_str(), 0, nullptr, nullptr);
   if (err != BTRFS_UTIL_OK) return UtilStatus("btrfs create subvolume", path, err);
+  return Status::Ok();
+}
+
+Status CreateSubvolumeAt(int parent_fd, const std::string& name) {
+  errno = 0;
+  btrfs_util_error err = btrfs_util_create_subvolume_fd(parent_fd, name.c_str(), 0, nullptr, nullptr);
+  if (err != BTRFS_UTIL_OK) return UtilStatus("btrfs create subvolume", name, err);
   return Status::Ok();
 }
 

@@ -19,7 +19,12 @@ namespace space::storage {
 // statfs(path).f_type == BTRFS_SUPER_MAGIC.
 bool IsOnBtrfs(const std::string& path);
 
+// An empty subvolume at `path`, its top directory owned by uid 0 (mode 0755): the build jail
+// and the tree jail write it as root of their namespaces, through an idmapped clone that maps
+// only ids 0..65535. A node that is not uid 0 has the route make it.
 Status CreateSubvolume(const std::string& path);
+// The same at `name` (one path component) in directory `parent_fd`, as the caller.
+Status CreateSubvolumeAt(int parent_fd, const std::string& name);
 // A writable or read-only snapshot of subvolume `source` at `path`. The kernel lets only the
 // owner of `source`'s root (or CAP_FOWNER) snapshot it: when that refuses (EPERM: a sandbox's
 // root chowned its own / away from uid 0) and a route is set, the route makes it.
@@ -67,8 +72,8 @@ Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
 // The same for the subvolume whose root directory is open as `subvol_fd`.
 Status SetExclusiveLimitFd(int subvol_fd, uint64_t bytes);
 
-// Where DeleteSubvolume, SetExclusiveLimit and RescanIfInconsistent go from now on, and the
-// snapshots CreateSnapshot may not make itself: the node's root broker
+// Where DeleteSubvolume, SetExclusiveLimit, RescanIfInconsistent and CreateSubvolume go from
+// now on, and the snapshots CreateSnapshot may not make itself: the node's root broker
 // (broker/broker_client.h), which acts only on its pool's trees. Each member empty: that act
 // runs here. Thread-safe.
 struct BtrfsAdminRoute {
@@ -76,6 +81,7 @@ struct BtrfsAdminRoute {
   std::function<Status(const std::string& source, const std::string& path, bool read_only)> create_snapshot;
   std::function<Status(const std::string& subvol_path, uint64_t bytes)> set_exclusive_limit;
   std::function<Result<bool>(const std::string& pool_path)> rescan_if_inconsistent;
+  std::function<Status(const std::string& path)> create_subvolume;
 };
 void SetBtrfsAdminRoute(BtrfsAdminRoute route);
 

@@ -96,7 +96,15 @@ Status SetLoopDirectIo(const std::string& mount_path) {
 
 Result<LoopDevice> AttachLoopDevice(const std::string& image_path) {
   ASSIGN_OR_RETURN(UniqueFd control, OpenFd("/dev/loop-control", O_RDWR));
-  ASSIGN_OR_RETURN(UniqueFd image, OpenFd(image_path, O_RDWR));
+  ASSIGN_OR_RETURN(UniqueFd image, OpenFd(image_path, O_RDWR | O_NOFOLLOW));
+  // The image lies in a data dir the node (not root) owns: whatever root attaches must be a
+  // file root made, not a link to one (a device, another file) nor an image the node crafted
+  // for the kernel's filesystem parser.
+  struct stat sb;
+  if (::fstat(image.get(), &sb) != 0) return ErrnoStatus("fstat", image_path, errno);
+  if (!S_ISREG(sb.st_mode) || sb.st_uid != 0 || sb.st_nlink != 1) {
+    return PermissionDenied(image_path + " is not a regular file of root's with one link; refusing to attach it");
+  }
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     int n = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
     if (n < 0) return ErrnoStatus("ioctl LOOP_CTL_GET_FREE", "/dev/loop-control", errno);

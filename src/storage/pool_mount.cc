@@ -31,11 +31,15 @@ Status CreateImage(const std::string& image, uint64_t bytes) {
   }
   if (mkfs.empty()) return Unavailable("mkfs.btrfs not found (install btrfs-progs)");
   std::string tmp = image + ".tmp";
-  {
-    ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600));
-    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) return ErrnoStatus("ftruncate", tmp, errno);
-  }
-  Status st = RunProcess({{mkfs, "-q", "-f", tmp}}, nullptr);
+  // A new file, never one the node (which owns the data dir) left there or linked: and mkfs
+  // formats this very file, through its own descriptor, whatever the name means by then.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink", tmp, errno);
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) return ErrnoStatus("ftruncate", tmp, errno);
+  ProcessSpec format;
+  format.argv = {mkfs, "-q", "-f", "/dev/stdin"};
+  format.stdin_fd = fd.get();
+  Status st = RunProcess(format, nullptr);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;
@@ -48,8 +52,11 @@ Status CreateImage(const std::string& image, uint64_t bytes) {
 // on-disk uid 0, which must never act as setuid for the host. The loop fd is closed only
 // after the mount holds the device, so AUTOCLEAR detaches it exactly at unmount.
 Status MountImage(const std::string& image, const std::string& pool_dir) {
+  // Onto the directory itself, never through a link the node left in its data dir (it owns it).
+  ASSIGN_OR_RETURN(UniqueFd target, OpenFd(pool_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   ASSIGN_OR_RETURN(LoopDevice loop, AttachLoopDevice(image));
-  if (::mount(loop.path.c_str(), pool_dir.c_str(), "btrfs", MS_NOSUID | MS_NODEV, nullptr) != 0) {
+  const std::string at = "/proc/self/fd/" + std::to_string(target.get());
+  if (::mount(loop.path.c_str(), at.c_str(), "btrfs", MS_NOSUID | MS_NODEV, nullptr) != 0) {
     return ErrnoStatus("mount " + loop.path, pool_dir, errno);
   }
   LogInfo(kLog, "mounted " + image + " (" + loop.path + ") at " + pool_dir);
@@ -116,6 +123,12 @@ Result<PoolMount> MountPool(const PoolConfig& config) {
   PoolMount m;
   m.pool_dir = config.data_dir + "/pool";
   if (::mkdir(m.pool_dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", m.pool_dir, errno);
+  // The node (not root) owns the data dir: the pool is its own directory, not a link elsewhere.
+  {
+    struct stat sb;
+    if (::lstat(m.pool_dir.c_str(), &sb) != 0) return ErrnoStatus("lstat", m.pool_dir, errno);
+    if (!S_ISDIR(sb.st_mode)) return PermissionDenied(m.pool_dir + " is not a directory (a link?); refusing it");
+  }
 
   if (config.force_overlay) return Finish(m);
   // Covers both "already mounted by an earlier run" and "data_dir is itself on btrfs".

@@ -336,6 +336,7 @@ Status ImportTree(int source_fd, const std::string& source, const std::string& d
   create.argv.insert(create.argv.end(), {"--file=-", "."});
   create.stdout_fd = stream_w.get();
   create.cwd_fd = source_fd;
+  create.read_any_file = true;  // an admin's directory may hold other users' private files
   // Both tars report progress at once; the caller's callback (an SSE stream) takes one line at
   // a time.
   std::mutex progress_mu;

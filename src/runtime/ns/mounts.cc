@@ -39,7 +39,7 @@ Result<UniqueFd> OpenRootfs(const std::string& rootfs) {
   return OpenFd(rootfs, O_PATH | O_DIRECTORY);
 }
 
-Status EnsureMountPoints(int rootfs_fd) {
+Status EnsureMountPoints(int rootfs_fd, std::vector<const char*>* child_makes) {
   open_how how{};
   how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
@@ -56,6 +56,10 @@ Status EnsureMountPoints(int rootfs_fd) {
         // mkdirat never follows a final symlink: an existing one gives EEXIST and the
         // retry above reports ELOOP.
         if (::mkdirat(rootfs_fd, name, 0755) != 0 && errno != EEXIST) {
+          if (errno == EACCES || errno == EPERM) {
+            child_makes->push_back(name);
+            break;
+          }
           return ErrnoStatus("mkdirat", std::string("rootfs/") + name, errno);
         }
         continue;
@@ -106,8 +110,12 @@ Result<UniqueFd> IdmapTree(const IdmapRequest& request) {
   return MakeIdmappedRoot(request.dir_fd, userns.get(), request.read_only);
 }
 
-void AppendMountOps(const MountPlanOptions& options, PlanStorage* s) {
+void AppendMountOps(const MountPlanOptions& options, const std::vector<const char*>& make_first, PlanStorage* s) {
   auto add = [s](ChildOp op) { s->ops.push_back(op); };
+
+  // One component each, made relative to the tree's root (the cwd) before anything is
+  // mounted on it: mkdir never follows a final symlink, and the node checked the rest.
+  for (const char* d : make_first) add({.step = Step::kMountProc, .kind = ChildOp::kMkdir, .target = d, .mode = 0755});
 
   // proc: a fresh instance for the sandbox's pid namespace.
   add({.step = Step::kMountProc,

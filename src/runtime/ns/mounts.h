@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "common/unique_fd.h"
@@ -26,8 +27,10 @@ Result<UniqueFd> OpenRootfs(const std::string& rootfs);
 // Makes sure each kMountPointDirs entry is a real directory directly under the root,
 // creating missing ones. The root's contents are sandbox-controlled, so nothing is
 // resolved through a symlink (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a symlink or
-// non-directory there is kInvalidArgument.
-Status EnsureMountPoints(int rootfs_fd);
+// non-directory there is kInvalidArgument. A missing one this process may not make (the node
+// is not the root's owner: it is not uid 0) goes in `*child_makes`, for the sandbox's init to
+// make as root of its namespace (AppendMountOps); nothing else can write the tree meanwhile.
+Status EnsureMountPoints(int rootfs_fd, std::vector<const char*>* child_makes);
 
 // Clones the rootfs as a detached mount and idmaps it to `userns_fd`'s mapping, so
 // on-disk uid 0 appears as uid 0 inside the sandbox (host uid_base). Also nodev and
@@ -55,8 +58,8 @@ struct MountPlanOptions {
 };
 
 // Appends the child's mount ops (mount_proc, mask_proc, mount_sys, mount_dev), all
-// relative to the sandbox root.
-void AppendMountOps(const MountPlanOptions& options, PlanStorage* storage);
+// relative to the sandbox root, after a mkdir of each of `make_first` (EnsureMountPoints).
+void AppendMountOps(const MountPlanOptions& options, const std::vector<const char*>& make_first, PlanStorage* storage);
 
 // Child side: makes every mount in the (copied) namespace private so nothing propagates
 // back to the host.

@@ -243,9 +243,10 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
   }));
 
   UniqueFd rootfs_fd;
+  std::vector<const char*> child_makes;
   RETURN_IF_ERROR(run(Step::kMountPoints, [&]() -> Status {
     ASSIGN_OR_RETURN(rootfs_fd, ns::OpenRootfs(spec.rootfs));
-    return ns::EnsureMountPoints(rootfs_fd.get());
+    return ns::EnsureMountPoints(rootfs_fd.get(), &child_makes);
   }));
 
   // spaced is not inside the template: the child execs it through this fd.
@@ -281,7 +282,7 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
   ns::PlanStorage storage;
   ns::ChildPlan plan;
   RETURN_IF_ERROR(run(Step::kBuildPlan, [&]() -> Status {
-    ns::AppendMountOps({.dev_shm_size = std::to_string(spec.limits.memory_bytes)}, &storage);
+    ns::AppendMountOps({.dev_shm_size = std::to_string(spec.limits.memory_bytes)}, child_makes, &storage);
     plan.sync_fd = sync_child.get();
     plan.channel_fd = channel_child.get();
     plan.guest_fd = guest_fd.get();

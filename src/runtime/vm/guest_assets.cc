@@ -68,9 +68,10 @@ bool Exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 // Writes `data` to `path` through a temp file and rename, world-readable.
 Status PublishFile(const std::string& path, std::string_view data) { return WriteFileAtomic(path, data, 0644); }
 
-Status Run(std::vector<std::string> argv) {
+Status Run(std::vector<std::string> argv, bool read_any_file = false) {
   storage::ProcessSpec spec;
   spec.argv = std::move(argv);
+  spec.read_any_file = read_any_file;
   return storage::RunProcess(spec, [](const std::string&) {});
 }
 
@@ -151,11 +152,14 @@ Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::
   std::string du_out;
   storage::ProcessSpec du;
   du.argv = {"/usr/bin/du", "-sk", "-x", tree};
+  du.read_any_file = true;
   RETURN_IF_ERROR(storage::RunProcess(du, [&](const std::string& l) { du_out = l; }));
   const uint64_t tree_bytes = std::strtoull(du_out.c_str(), nullptr, 10) * 1024;
   const uint64_t size = ((tree_bytes + tree_bytes / 4 + slack_bytes) >> 20) + 1;
   const std::string tmp = path + ".tmp-" + RandomHex(8);
-  Status st = Run({"/usr/sbin/mkfs.ext4", "-q", "-F", "-L", "space-root", "-d", tree, tmp, std::to_string(size) + "M"});
+  // It reads the template's tree, whose files have other owners (and may be private).
+  Status st = Run({"/usr/sbin/mkfs.ext4", "-q", "-F", "-L", "space-root", "-d", tree, tmp, std::to_string(size) + "M"},
+                  /*read_any_file=*/true);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename", path, errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());

@@ -53,10 +53,32 @@ Result<UniqueFd> OpenBeneath(int dir, const std::string& name, uint64_t flags, c
 
 }  // namespace
 
+namespace {
+std::mutex state_dir_route_mu;
+std::shared_ptr<const std::function<Status(const std::string&)>> state_dir_route;  // GUARDED_BY(state_dir_route_mu)
+}  // namespace
+
+void SetVmStateDirRoute(std::function<Status(const std::string& rootfs)> route) {
+  auto next = std::make_shared<const std::function<Status(const std::string&)>>(std::move(route));
+  std::lock_guard<std::mutex> lock(state_dir_route_mu);
+  state_dir_route = std::move(next);
+}
+
 Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create) {
   // The root itself is the pool's path, trusted; what is inside it is not.
   ASSIGN_OR_RETURN(UniqueFd root, OpenFd(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   const std::string what = rootfs + "/" + kVmStateDir;
+  if (create) {
+    std::shared_ptr<const std::function<Status(const std::string&)>> route;
+    {
+      std::lock_guard<std::mutex> lock(state_dir_route_mu);
+      route = state_dir_route;
+    }
+    if (route && *route) {
+      RETURN_IF_ERROR((*route)(rootfs));
+      create = false;
+    }
+  }
   // mkdirat never follows a final symlink: an existing one gives EEXIST, then openat2 refuses it.
   if (create && ::mkdirat(root.get(), kVmStateDir, 0700) != 0 && errno != EEXIST) {
     return ErrnoStatus("mkdirat", what, errno);

@@ -13,6 +13,7 @@
 // Owned by the node; one per node. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "common/result.h"
@@ -21,8 +22,7 @@
 
 namespace space::runtime {
 
-// Where, inside a sandbox's root directory, the vm runtime keeps its disk and checkpoint.
-inline constexpr char kVmStateDir[] = ".space-vm";
+// Inside kVmStateDir (runtime.h): the disk and the checkpoint.
 inline constexpr char kVmDiskName[] = "disk.img";
 inline constexpr char kVmMemoryName[] = "memory.state";
 // Where a checkpoint's memory state is written until QEMU reports it complete.
@@ -32,6 +32,10 @@ inline constexpr char kVmMemoryTmpName[] = "memory.state.tmp";
 // RESOLVE_NO_SYMLINKS): a sandbox root (an imported template, a restored snapshot) is not
 // trusted, and the node runs as root. Created 0700 when missing and `create`.
 Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create);
+// Who makes kVmStateDir when OpenVmStateDir creates it: a node that does not own the roots (it
+// is not uid 0) has its root broker make it and give it to the node (vm_state_dir). Unset:
+// made here. Thread-safe.
+void SetVmStateDirRoute(std::function<Status(const std::string& rootfs)> route);
 // Opens `name` in a state dir fd, refusing symlinks and anything but a regular file (a
 // device node must never reach QEMU). Not for O_CREAT.
 Result<UniqueFd> OpenVmStateFile(int state_dir, const std::string& name, int flags);
