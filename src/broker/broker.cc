@@ -554,23 +554,35 @@ Result<nlohmann::json> Broker::VmStateDir(int root_fd) {
   ASSIGN_OR_RETURN(std::string root, PoolPathOf(root_fd, "vm_state_dir", IsPoolSandboxRoot));
   if (!storage::IsSubvolumeFd(root_fd)) return PermissionDenied("vm_state_dir: " + root + " is not a btrfs subvolume");
   const char* name = runtime::kVmStateDir;
+  const std::string what = root + "/" + name;
   // mkdirat never follows a final symlink (EEXIST), and the open below refuses one.
-  if (::mkdirat(root_fd, name, 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdirat", root + "/" + name, errno);
+  if (::mkdirat(root_fd, name, 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdirat", what, errno);
   Result<UniqueFd> dir = OpenAt(root_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-  if (!dir.ok()) return PermissionDenied("vm_state_dir: " + root + "/" + name + " is not a directory");
+  if (!dir.ok()) return PermissionDenied("vm_state_dir: " + what + " is not a directory");
   const uid_t node = HostSlots::NodeUid();
-  // The node's: the directory and the files directly in it that uid 0 left (a node that ran as
-  // root made them), one link each (a second link would be a file of the tree beside).
-  if (::fchown(dir->get(), node, node) != 0) return ErrnoStatus("fchown", root + "/" + name, errno);
-  DIR* d = ::fdopendir(::dup(dir->get()));
-  if (d == nullptr) return ErrnoStatus("fdopendir", root + "/" + name, errno);
+  // The node's, and readable by all (the tree jail exports it as its slot's root, to which the
+  // node's uid is unmapped; the pool's 0700 directories keep the host's users out).
+  if (::fchown(dir->get(), node, node) != 0) return ErrnoStatus("fchown", what, errno);
+  if (::fchmod(dir->get(), 0755) != 0) return ErrnoStatus("fchmod", what, errno);
+  // So are the files in it, whoever owns them now (a node that ran as root left uid 0; a
+  // snapshot restored by the tree jail, which saw the node's uid unmapped, the overflow uid),
+  // one link each (a second one would be a file of the tree beside). Each is acted on through
+  // its own O_PATH descriptor: the node owns the directory and could swap a name for a link
+  // meanwhile.
+  DIR* d = ::fdopendir(::fcntl(dir->get(), F_DUPFD_CLOEXEC, 0));
+  if (d == nullptr) return ErrnoStatus("fdopendir", what, errno);
   Status st = Status::Ok();
   while (struct dirent* e = ::readdir(d)) {
+    UniqueFd f(::openat(dir->get(), e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat sb;
-    if (::fstatat(dir->get(), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (!S_ISREG(sb.st_mode) || sb.st_uid != 0 || sb.st_nlink != 1) continue;
-    if (::fchownat(dir->get(), e->d_name, node, node, AT_SYMLINK_NOFOLLOW) != 0) {
-      st = ErrnoStatus("fchownat", root + "/" + name + "/" + e->d_name, errno);
+    if (!f.valid() || ::fstat(f.get(), &sb) != 0) continue;
+    if (!S_ISREG(sb.st_mode) || sb.st_nlink != 1) continue;
+    if (::fchownat(f.get(), "", node, node, AT_EMPTY_PATH) != 0) {
+      st = ErrnoStatus("fchownat", what + "/" + e->d_name, errno);
+      break;
+    }
+    if (::chmod(("/proc/self/fd/" + std::to_string(f.get())).c_str(), 0644) != 0) {
+      st = ErrnoStatus("chmod", what + "/" + e->d_name, errno);
       break;
     }
   }

@@ -28,6 +28,8 @@
 #include "broker/broker_cgroup_acts.h"
 #include "broker/broker_client.h"
 #include "runtime/ns/cgroup.h"
+#include "runtime/runtime.h"
+#include "common/host_slots.h"
 #include "storage/btrfs.h"
 #include "storage/fs_util.h"
 #include "storage/pool_mount.h"
@@ -688,6 +690,75 @@ TEST_F(BrokerRootTest, SnapshotsOnlyItsPoolsSubvolumesIntoItsPool) {
     EXPECT_FALSE(storage::PathExists(pool + "/s4"));
     EXPECT_FALSE(storage::PathExists(std::string(tmpl) + "/s5"));
     for (const char* s : {"/snapshots/snap_1", "/sandboxes/sbx_2", "/sandboxes/sbx_1"}) {
+      EXPECT_TRUE(client.DeleteSubvolume(pool + s).ok()) << s;
+    }
+  }
+  ExpectCleanExit(broker.pid);
+  UnmountTestPool(*tp);
+}
+
+// subvol_create: an empty subvolume of root's (the jails' scratch trees) only in the pool's
+// three directories; vm_state_dir: a sandbox root's .space-vm, made and given to the node's
+// uid with the single-link files uid 0 left in it, never through a link.
+TEST_F(BrokerRootTest, MakesRootsScratchTreesAndVmStateDirsOnlyInItsPool) {
+  Result<TestPool> tp = MountTestPool("/var/tmp/broker_create");
+  ASSERT_TRUE(tp.ok()) << tp.status().ToString();
+  const std::string pool = tp->mount.pool_dir;
+  const std::string root = pool + "/sandboxes/sbx_1", linked = pool + "/sandboxes/sbx_2";
+  ASSERT_TRUE(storage::CreateSubvolume(root).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(linked).ok());
+  ASSERT_EQ(::symlink(tp->dir.c_str(), (linked + "/" + runtime::kVmStateDir).c_str()), 0);
+  const std::string state = root + "/" + runtime::kVmStateDir;
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .pool_dir = pool});
+  ASSERT_GT(broker.pid, 0);
+  {
+    BrokerClient client{std::move(broker.client_end)};
+    Status st = client.CreateSubvolume(pool + "/templates/tmp-1");
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    struct stat sb;
+    ASSERT_EQ(::stat((pool + "/templates/tmp-1").c_str(), &sb), 0);
+    EXPECT_EQ(sb.st_uid, 0u);
+    EXPECT_EQ(sb.st_mode & 07777, 0755u);
+    EXPECT_TRUE(storage::IsSubvolume(pool + "/templates/tmp-1"));
+    EXPECT_EQ(client.CreateSubvolume(pool + "/tmp-2").code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.CreateSubvolume(root + "/nested").code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.CreateSubvolume(pool + "/templates/..").code(), StatusCode::kInvalidArgument);
+    EXPECT_FALSE(storage::PathExists(pool + "/tmp-2"));
+    EXPECT_FALSE(storage::PathExists(root + "/nested"));
+
+    // A disk image uid 0 left, a second link to a file, and a file of another owner.
+    ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+    ASSERT_TRUE(WriteFileAtomic(state + "/disk.img", "disk", 0600).ok());
+    ASSERT_TRUE(WriteFileAtomic(root + "/etc-shadow", "secret", 0600).ok());
+    ASSERT_EQ(::link((root + "/etc-shadow").c_str(), (state + "/memory.state").c_str()), 0);
+    ASSERT_TRUE(WriteFileAtomic(state + "/other", "x", 0600).ok());
+    ASSERT_EQ(::chown((state + "/other").c_str(), 1000, 1000), 0);
+    st = client.MakeVmStateDir(root);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const uid_t node = HostSlots::NodeUid();
+    auto owner = [](const std::string& p) {
+      struct stat s;
+      return ::lstat(p.c_str(), &s) == 0 ? s.st_uid : static_cast<uid_t>(-2);
+    };
+    EXPECT_EQ(owner(state), node);
+    EXPECT_EQ(owner(state + "/disk.img"), node);
+    // Readable by the tree jail, which exports it as another uid.
+    struct stat sb_state, sb_disk;
+    ASSERT_EQ(::stat(state.c_str(), &sb_state), 0);
+    ASSERT_EQ(::stat((state + "/disk.img").c_str(), &sb_disk), 0);
+    EXPECT_EQ(sb_state.st_mode & 07777, 0755u);
+    EXPECT_EQ(sb_disk.st_mode & 07777, 0644u);
+    EXPECT_EQ(owner(state + "/memory.state"), 0u);
+    EXPECT_EQ(owner(state + "/other"), node);  // a restored snapshot's: the overflow uid
+    // Made when absent, in a sandbox root only, and never through a link.
+    ASSERT_TRUE(client.CreateSubvolume(pool + "/sandboxes/sbx_3").ok());
+    EXPECT_TRUE(client.MakeVmStateDir(pool + "/sandboxes/sbx_3").ok());
+    EXPECT_EQ(owner(pool + "/sandboxes/sbx_3/" + runtime::kVmStateDir), node);
+    EXPECT_EQ(client.MakeVmStateDir(linked).code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(owner(tp->dir), 0u);
+    EXPECT_EQ(client.MakeVmStateDir(pool + "/templates/tmp-1").code(), StatusCode::kPermissionDenied);
+    EXPECT_FALSE(storage::PathExists(pool + "/templates/tmp-1/" + runtime::kVmStateDir));
+    for (const char* s : {"/templates/tmp-1", "/sandboxes/sbx_1", "/sandboxes/sbx_2", "/sandboxes/sbx_3"}) {
       EXPECT_TRUE(client.DeleteSubvolume(pool + s).ok()) << s;
     }
   }

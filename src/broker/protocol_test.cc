@@ -238,6 +238,21 @@ TEST(ProtocolTest, PoolActsTakeOneComponentABoundedLimitAndTheirDescriptors) {
   ExpectRefused(R"({"op":"subvol_snapshot","name":"s"})", 2);
   ExpectRefused(R"({"op":"subvol_snapshot","name":"s","read_only":1})", 2);
   ExpectRefused(R"({"op":"subvol_snapshot","name":"s","read_only":true,"path":"/etc"})", 2);
+  Request create;
+  create.op = Op::kSubvolCreate;
+  create.name = "tmp-0123456789abcdef";
+  EXPECT_EQ(Decoded(EncodeRequest(create), 1).name, "tmp-0123456789abcdef");
+  ExpectRefused(EncodeRequest(create), 0);
+  ExpectRefused(EncodeRequest(create), 2);
+  for (const char* bad : {"", ".", "..", "a/b", "../x"}) {
+    ExpectRefused(nlohmann::json{{"op", "subvol_create"}, {"name", bad}}.dump(), 1);
+  }
+  ExpectRefused(R"({"op":"subvol_create","name":"s","mode":511})", 1);
+  Request state;
+  state.op = Op::kVmStateDir;
+  EXPECT_EQ(Decoded(EncodeRequest(state), 1).op, Op::kVmStateDir);
+  ExpectRefused(EncodeRequest(state), 0);
+  ExpectRefused(R"({"op":"vm_state_dir","name":"x"})", 1);
   Request limit;
   limit.op = Op::kQgroupLimit;
   limit.bytes = int64_t{1} << 60;

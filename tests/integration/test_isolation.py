@@ -90,6 +90,7 @@ class IsolationTest(unittest.TestCase):
         self.assertEqual(len(brokers), 1, brokers)
         st = proc_status(brokers[0])
         broker_mask = (1 << 5) | (1 << 6) | (1 << 7) | (1 << 12) | (1 << 19) | (1 << 21) | (1 << 23) | (1 << 3) | (1 << 1)
+        broker_mask |= 1 << 0  # CHOWN: a vm root's .space-vm, given to the node's uid (vm_state_dir)
         for field in ("CapEff", "CapPrm", "CapBnd"):
             self.assertEqual(int(st[field], 16), broker_mask, (field, st[field]))
         for field in ("CapInh", "CapAmb"):
@@ -123,6 +124,30 @@ class IsolationTest(unittest.TestCase):
                 continue
             for field in ("CapBnd", "CapEff", "CapPrm"):
                 self.assertEqual(int(ts[field], 16) & gone, 0, (tid, field, ts[field]))
+
+    def test_node_runs_as_its_own_uid(self):
+        # Not root: the base of the uid range past the last slot (common/host_slots.h
+        # HostSlots::NodeUid), with no groups, on every thread. It owns its data dir and what
+        # it writes there; the pool image, which root attaches at the next start, stays root's.
+        node_uid = (16 + 16384) * 65536
+        for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
+            try:
+                with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:
+                    ts = dict(l.split(":", 1) for l in f.read().splitlines())
+            except FileNotFoundError:
+                continue
+            for field in ("Uid", "Gid"):
+                self.assertEqual(ts[field].split(), [str(node_uid)] * 4, (tid, field, ts[field]))
+            self.assertEqual(ts["Groups"].strip(), "", tid)
+        for name in ("", "api-key", "state.db", "store", "pool", "pool/sandboxes"):
+            self.assertEqual(os.stat(os.path.join(self.s.data_dir, name)).st_uid, node_uid, name)
+        img = os.path.join(self.s.data_dir, "pool.img")
+        if os.path.exists(img):
+            self.assertEqual(os.stat(img).st_uid, 0)
+        # A sandbox root stays its own root's (uid 0 on disk), not the node's.
+        roots = os.listdir(os.path.join(self.s.data_dir, "pool", "sandboxes"))
+        self.assertIn(self.sid, roots)
+        self.assertEqual(os.stat(os.path.join(self.s.data_dir, "pool", "sandboxes", self.sid)).st_uid, 0)
 
     def test_node_has_its_own_seccomp_filter(self):
         # src/node/node_seccomp.h: bpf, perf, io_uring, keyrings, file handles... refused in the

@@ -201,7 +201,10 @@ Status CloneFile(const std::string& from, const std::string& to) {
 
 Status CloneFileAt(const std::string& from, int dir_fd, const std::string& name) {
   ASSIGN_OR_RETURN(UniqueFd src, OpenFd(from, O_RDONLY | O_CLOEXEC));
-  UniqueFd dst(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  // Readable by all: the tree jail exports a vm root's state from under another uid (its
+  // slot's root, to which the node's uid is unmapped); the pool's 0700 directories keep the
+  // host's users out.
+  UniqueFd dst(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!dst) return ErrnoStatus("openat", name, errno);
   Status st = CopyInto(from, src.get(), dst.get(), name);
   if (!st.ok()) ::unlinkat(dir_fd, name.c_str(), 0);

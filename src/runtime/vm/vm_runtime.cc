@@ -80,7 +80,7 @@ Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create) {
     }
   }
   // mkdirat never follows a final symlink: an existing one gives EEXIST, then openat2 refuses it.
-  if (create && ::mkdirat(root.get(), kVmStateDir, 0700) != 0 && errno != EEXIST) {
+  if (create && ::mkdirat(root.get(), kVmStateDir, 0755) != 0 && errno != EEXIST) {
     return ErrnoStatus("mkdirat", what, errno);
   }
   return OpenBeneath(root.get(), kVmStateDir, O_RDONLY | O_DIRECTORY, what);
@@ -862,7 +862,8 @@ Status VmRuntimeImpl::SaveState(Vm& vm_ref, const std::string& id, int state_dir
   // short (node crash, failed migration) never leaves a truncated memory.state that a later
   // boot would try to restore.
   (void)::unlinkat(state_dir, kVmMemoryTmpName, 0);
-  UniqueFd out(::openat(state_dir, kVmMemoryTmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  // 0644 like the disk (guest_assets.h CloneFileAt): the tree jail reads it to export it.
+  UniqueFd out(::openat(state_dir, kVmMemoryTmpName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!out) return ErrnoStatus("openat", std::string(kVmStateDir) + "/" + kVmMemoryTmpName, errno);
   Status st = MigrateTo(vm_ref, id, out);
   if (st.ok() && ::renameat(state_dir, kVmMemoryTmpName, state_dir, kVmMemoryName) != 0) {
