@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <thread>
@@ -69,6 +70,17 @@ void RaiseFdLimit() {
 // inheritable, for the tools that read trees: storage/subprocess.h read_any_file).
 Status BecomeNodeUser(const DevOptions& options, const storage::PoolMount& pool) {
   const uid_t uid = HostSlots::NodeUid();
+  // Every sandbox, jail and helper starts in a user namespace the node makes: once it is not
+  // root, the host must let unprivileged processes make them (Debian's sysctl; 0 or an
+  // exhausted limit would fail every create later, less clearly).
+  for (const char* knob : {"/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces"}) {
+    Result<std::string> v = ReadFileToString(knob, 64);
+    const long n = v.ok() ? std::strtol(v->c_str(), nullptr, 10) : 1;
+    if (n <= 0) {
+      return Unavailable(std::string(knob) + " is " + std::to_string(n) +
+                         ": the node, which runs unprivileged, must be able to make user namespaces (set it to 1 or more)");
+    }
+  }
   // The host-wide run dir: traversable by the node and its helpers, listable by nobody else.
   const std::string run = HostRunDir();
   RETURN_IF_ERROR(MakeDirs(run, 0711));
