@@ -113,7 +113,6 @@ Status BecomeNodeUser(const DevOptions& options, const storage::PoolMount& pool)
   return BecomeUserKeepingCapabilities(uid, uid, {CAP_DAC_READ_SEARCH});
 }
 
-
 }  // namespace
 
 bool ParseListen(const std::string& listen, std::string* address, uint16_t* port) {

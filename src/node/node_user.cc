@@ -21,16 +21,19 @@ Status GiveEntries(int dir_fd, const std::string& what, dev_t dev, uid_t uid, in
   while (struct dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
+    // Each entry through its own O_PATH descriptor: what is checked is what is changed, even
+    // were a process of the node's uid to swap the name meanwhile (it owns these directories).
+    UniqueFd f(::openat(dir_fd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat sb;
-    if (::fstatat(dir_fd, name.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (!f.valid() || ::fstat(f.get(), &sb) != 0) continue;  // gone meanwhile
     if (sb.st_dev != dev || S_ISLNK(sb.st_mode)) continue;
     if (sb.st_uid == 0 && (S_ISDIR(sb.st_mode) || sb.st_nlink == 1) &&
-        ::fchownat(dir_fd, name.c_str(), uid, uid, AT_SYMLINK_NOFOLLOW) != 0) {
+        ::fchownat(f.get(), "", uid, uid, AT_EMPTY_PATH) != 0) {
       st = ErrnoStatus("fchownat", what + "/" + name, errno);
       break;
     }
     if (!S_ISDIR(sb.st_mode)) continue;
-    UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd sub(::openat(f.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!sub.valid()) {
       st = ErrnoStatus("open", what + "/" + name, errno);
       break;
@@ -53,10 +56,11 @@ Status GiveToNodeUser(const std::vector<NodeDir>& dirs, uid_t uid) {
     // The top last: an interrupted hand-over is done again at the next start.
     if (dir.recursive && sb.st_uid == 0) RETURN_IF_ERROR(GiveEntries(fd.get(), dir.path, sb.st_dev, uid, 0));
     for (const std::string& name : dir.files) {
+      UniqueFd f(::openat(fd.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
       struct stat fb;
-      if (::fstatat(fd.get(), name.c_str(), &fb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (!f.valid() || ::fstat(f.get(), &fb) != 0) continue;
       if (!S_ISREG(fb.st_mode) || fb.st_uid != 0 || fb.st_nlink != 1) continue;
-      if (::fchownat(fd.get(), name.c_str(), uid, uid, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (::fchownat(f.get(), "", uid, uid, AT_EMPTY_PATH) != 0) {
         return ErrnoStatus("fchownat", dir.path + "/" + name, errno);
       }
     }
