@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Server, SPACE_BIN  # noqa: E402
+from harness import Server, SPACE_BIN, delete_snapshots  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 # The contract lives beside the project (../shared); SPACE_CONTRACT overrides the path.
@@ -32,6 +32,8 @@ def main():
         r = subprocess.run([sys.executable, CONTRACT] + sections, env=dict(server.env(), SPACE_TEMPLATE="base"))
         if r.returncode != 0:
             print(server.log_tail())
+        # The data dir outlives the run (for `base`); what the contract snapshotted need not.
+        print("run_contract: deleted %d snapshots left in %s" % (delete_snapshots(server), data_dir))
         return r.returncode
     finally:
         server.stop()
