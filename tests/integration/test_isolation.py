@@ -10,6 +10,16 @@ from harness import (Server, api_fronts, is_root, proc_status, root_brokers, soc
                      space_cgroups, tcp_socket_inode)
 
 
+def thread_statuses(pid):
+    """(tid, /proc/<pid>/task/<tid>/status as a dict) for each thread of `pid` still alive."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                yield tid, dict(l.split(":", 1) for l in f.read().splitlines())
+        except FileNotFoundError:
+            continue  # a thread that ended meanwhile
+
+
 @unittest.skipUnless(is_root(), "needs root")
 class IsolationTest(unittest.TestCase):
     @classmethod
@@ -65,14 +75,9 @@ class IsolationTest(unittest.TestCase):
         # SYS_RESOURCE, CHECKPOINT_RESTORE; NET_BIND_SERVICE, once the API socket is bound.
         host_only += [14, 15, 24, 40, 10]
         mask = sum(1 << c for c in host_only)
-        tasks = os.listdir("/proc/%d/task" % self.s.proc.pid)
-        self.assertGreater(len(tasks), 1)
-        for tid in tasks:
-            try:
-                with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:
-                    st = dict(l.split(":", 1) for l in f.read().splitlines())
-            except FileNotFoundError:
-                continue  # a thread that ended meanwhile
+        statuses = list(thread_statuses(self.s.proc.pid))
+        self.assertGreater(len(statuses), 1)
+        for tid, st in statuses:
             for field in ("CapBnd", "CapEff", "CapPrm"):
                 self.assertEqual(int(st[field], 16) & mask, 0, (tid, field, st[field]))
             # What it keeps still shows (CAP_DAC_READ_SEARCH: an import's source, the vm disk image).
@@ -116,12 +121,7 @@ class IsolationTest(unittest.TestCase):
         gone |= 1 << 3
         # DAC_OVERRIDE: the parent cgroups are the broker's to make and remove (cgroup_parents).
         gone |= 1 << 1
-        for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
-            try:
-                with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:
-                    ts = dict(l.split(":", 1) for l in f.read().splitlines())
-            except FileNotFoundError:
-                continue
+        for tid, ts in thread_statuses(self.s.proc.pid):
             for field in ("CapBnd", "CapEff", "CapPrm"):
                 self.assertEqual(int(ts[field], 16) & gone, 0, (tid, field, ts[field]))
 
@@ -130,12 +130,7 @@ class IsolationTest(unittest.TestCase):
         # HostSlots::NodeUid), with no groups, on every thread. It owns its data dir and what
         # it writes there; the pool image, which root attaches at the next start, stays root's.
         node_uid = (16 + 16384) * 65536
-        for tid in os.listdir("/proc/%d/task" % self.s.proc.pid):
-            try:
-                with open("/proc/%d/task/%s/status" % (self.s.proc.pid, tid)) as f:
-                    ts = dict(l.split(":", 1) for l in f.read().splitlines())
-            except FileNotFoundError:
-                continue
+        for tid, ts in thread_statuses(self.s.proc.pid):
             for field in ("Uid", "Gid"):
                 self.assertEqual(ts[field].split(), [str(node_uid)] * 4, (tid, field, ts[field]))
             self.assertEqual(ts["Groups"].strip(), "", tid)

@@ -144,6 +144,21 @@ class LifecycleTest(unittest.TestCase):
         for x in (kid, sid):
             self.assertIn(self.s.call("DELETE", "/v1/sandboxes/" + x)[0], (202, 204))
 
+    def test_fork_of_a_root_without_its_mount_points(self):
+        # A root may lose a directory the runtime mounts over (here its root removed /tmp,
+        # which nothing mounts on). The node, not the root's owner, may not make it again
+        # (runtime/ns/mounts.h EnsureMountPoints): the fork's init makes it, as root of its
+        # namespace, before it mounts anything.
+        sid = self.s.create()
+        self.assertEqual(self.sh(sid, "rm -rf /tmp && test ! -e /tmp && echo gone"), "gone\n")
+        snap = self.snapshot(sid, "no-tmp")
+        st, d = self.s.json("POST", "/v1/sandboxes/%s/fork?wait=true" % sid, {"snapshot": snap["id"], "count": 1})
+        self.assertEqual(st, 201, (d, self.s.log_tail()))
+        kid = d["sandboxes"][0]["id"]
+        self.assertEqual(self.sh(kid, "stat -c '%F %u %a' /tmp"), "directory 0 755\n")
+        for x in (kid, sid):
+            self.assertIn(self.s.call("DELETE", "/v1/sandboxes/" + x)[0], (202, 204))
+
     def test_background_process_survives_pause_and_snapshot(self):
         sid = self.s.create()
         st, d = self.s.json("POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": ["sh", "-c", "echo a; cat; echo z"]})
