@@ -31,6 +31,7 @@
 #include "network/netlink.h"
 #include "runtime/ns/cgroup.h"
 #include "storage/btrfs.h"
+#include "storage/template_builder.h"
 
 namespace space::broker {
 namespace {
@@ -260,8 +261,17 @@ Result<UniqueFd> OpenSandboxNetns(int pidfd, int64_t uid_slot) {
   return netns;
 }
 
+namespace {
+std::string Canonical(const std::string& path) {
+  if (path.empty()) return "";
+  char real[PATH_MAX];
+  return ::realpath(path.c_str(), real) != nullptr ? std::string(real) : std::string();
+}
+}  // namespace
+
 Broker::Broker(BrokerConfig config)
     : pool_dir_(std::move(config.pool_dir)),
+      import_root_(Canonical(config.import_root)),
       cgroup_name_(std::move(config.cgroup_name)),
       cgroup_root_(std::move(config.cgroup_root)),
       net_slots_(std::move(config.net_lock_dir)),
@@ -402,6 +412,8 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
     }
     case Op::kNodeThreadNice:
       return NodeThreadNice(request);
+    case Op::kImportOpen:
+      return ImportOpen(request, reply_fds);
     case Op::kQuotaRescan: {
       if (pool_dir_.empty()) return Conflict("broker: started without a storage pool");
       ASSIGN_OR_RETURN(bool started, storage::RescanIfInconsistent(pool_dir_));
@@ -457,12 +469,19 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
   // Never another host directory: an idmapped clone of one would hand the ownership of its
   // files to whoever is root of the namespace.
   // Or a snapshot, read-only: the tree jail reads snapshots, nothing may change one.
-  ASSIGN_OR_RETURN(std::string path, PoolPathOf(dir_fd, "idmap_tree",
-                                                request.read_only ? IsReadOnlyIdmappablePoolPath : IsIdmappablePoolPath));
-  // And a subvolume's own root: the kernel refuses hard links across subvolumes (EXDEV), so no
-  // host file can have been linked into the tree first, whatever filesystem holds the pool.
-  if (!storage::IsSubvolumeFd(dir_fd)) {
-    return PermissionDenied("idmap_tree: " + path + " is not a btrfs subvolume");
+  // Or, read-only, an import's source directory: what an admin let imports read (import_open),
+  // read in the build jail instead of with a host privilege in the node.
+  std::string path;
+  if (Result<std::string> import = ImportPathOf(dir_fd); request.read_only && import.ok()) {
+    path = *import;
+  } else {
+    ASSIGN_OR_RETURN(path, PoolPathOf(dir_fd, "idmap_tree",
+                                      request.read_only ? IsReadOnlyIdmappablePoolPath : IsIdmappablePoolPath));
+    // And a subvolume's own root: the kernel refuses hard links across subvolumes (EXDEV), so no
+    // host file can have been linked into the tree first, whatever filesystem holds the pool.
+    if (!storage::IsSubvolumeFd(dir_fd)) {
+      return PermissionDenied("idmap_tree: " + path + " is not a btrfs subvolume");
+    }
   }
   // For whom: a child of the node whose own user namespace, right under the host's, maps root
   // to exactly this leased slot (so never the VMM's, the front's or the worker's one-id maps).
@@ -487,6 +506,44 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
   }
   reply_fds->push_back(std::move(clone));
   return nlohmann::json::object();
+}
+
+Result<nlohmann::json> Broker::ImportOpen(const Request& request, std::vector<UniqueFd>* reply_fds) {
+  if (import_root_.empty()) return Conflict("import_open: the broker has no import root");
+  // Resolved inside the root as if it were "/" (neither ".." nor a link leads out), as root: the
+  // source may be an admin's root-only tarball, or below a 0700 directory.
+  ASSIGN_OR_RETURN(UniqueFd fd, storage::OpenImportSource(import_root_, request.source));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat", request.source, errno);
+  if (S_ISREG(st.st_mode)) {
+    // The tarball itself, open for reading: all the node needs of it.
+    reply_fds->push_back(std::move(fd));
+    return nlohmann::json::object();
+  }
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(request.source + " is neither a directory nor a tarball");
+  // A directory only as a name (O_PATH): the node lists nothing of it; the build jail reads it
+  // through a read-only idmapped clone (idmap_tree).
+  UniqueFd path(::openat(fd.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!path.valid()) return ErrnoStatus("open", request.source, errno);
+  reply_fds->push_back(std::move(path));
+  return nlohmann::json::object();
+}
+
+Result<std::string> Broker::ImportPathOf(int fd) {
+  if (import_root_.empty()) return PermissionDenied("idmap_tree: no import root");
+  char named[PATH_MAX];
+  ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), named, sizeof named - 1);
+  if (n <= 0) return ErrnoStatus("readlink", "idmap_tree directory", errno);
+  const std::string path(named, static_cast<size_t>(n));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("fstat", path, errno);
+  const bool below = import_root_ == "/" ? path[0] == '/'
+                                         : (path == import_root_ || path.rfind(import_root_ + "/", 0) == 0);
+  // A deleted directory reads "... (deleted)": not a path below anything.
+  if (!S_ISDIR(st.st_mode) || !below || path.find(" (deleted)") != std::string::npos) {
+    return PermissionDenied("idmap_tree: " + path + " is not below the import root");
+  }
+  return path;
 }
 
 Result<nlohmann::json> Broker::NodeThreadNice(const Request& request) {
@@ -537,7 +594,10 @@ Result<nlohmann::json> Broker::SubvolSnapshot(const Request& request, int source
   // say so before the act.
   if (!storage::IsSubvolumeFd(source_fd)) return PermissionDenied("subvol_snapshot: " + source + " is not a btrfs subvolume");
   ASSIGN_OR_RETURN(std::string dir, PoolPathOf(parent_fd, "subvol_snapshot", IsPoolSubvolumeDir));
-  RETURN_IF_ERROR(storage::CreateSnapshotAt(source_fd, parent_fd, request.name, request.read_only)
+  // The node may send it by name only (O_PATH): the ioctl wants it open.
+  UniqueFd source_dir(::openat(source_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!source_dir.valid()) return ErrnoStatus("open", source, errno);
+  RETURN_IF_ERROR(storage::CreateSnapshotAt(source_dir.get(), parent_fd, request.name, request.read_only)
                       .Annotate(source + " -> " + dir + "/" + request.name));
   return nlohmann::json::object();
 }
@@ -593,7 +653,10 @@ Result<nlohmann::json> Broker::VmStateDir(int root_fd) {
 
 Result<nlohmann::json> Broker::QgroupLimit(const Request& request, int subvol_fd) {
   ASSIGN_OR_RETURN(std::string root, PoolPathOf(subvol_fd, "qgroup_limit", IsPoolSandboxRoot));
-  RETURN_IF_ERROR(storage::SetExclusiveLimitFd(subvol_fd, static_cast<uint64_t>(request.bytes)).Annotate(root));
+  // The node may send it by name only (O_PATH): the ioctl wants it open.
+  UniqueFd subvol(::openat(subvol_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!subvol.valid()) return ErrnoStatus("open", root, errno);
+  RETURN_IF_ERROR(storage::SetExclusiveLimitFd(subvol.get(), static_cast<uint64_t>(request.bytes)).Annotate(root));
   return nlohmann::json::object();
 }
 
@@ -632,7 +695,8 @@ Result<nlohmann::json> Broker::NetRelease() {
   return nlohmann::json::object();
 }
 
-int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name, const std::string& pool_dir) {
+int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name, const std::string& pool_dir,
+              const std::string& import_root) {
   UniqueFd sock(fd);
   if (::getppid() != node_pid) {
     LogError("broker", "started by something other than its node; exiting");
@@ -667,7 +731,8 @@ int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name, const std:
   Broker broker(BrokerConfig{.net_lock_dir = HostRunDir() + "/net-slots",
                              .cgroup_name = cgroup_name,
                              .uid_lock_dir = HostRunDir() + "/uid-slots",
-                             .pool_dir = pool_dir});
+                             .pool_dir = pool_dir,
+                             .import_root = import_root});
   return Serve(sock.get(), &broker);
 }
 

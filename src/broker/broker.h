@@ -17,9 +17,12 @@
 // namespace), CAP_KILL (empty a v1 cgroup, kill the node's children), CAP_SYS_NICE (attach to
 // a v1 cpuset), CAP_SETUID/CAP_SETGID (id maps), CAP_FOWNER (a snapshot of a sandbox root
 // that its root chowned away from uid 0: btrfs lets only the owner snapshot a subvolume) and
-// CAP_DAC_OVERRIDE (the node's parent cgroups: the v1 hierarchy roots are 0555). What still
-// runs in the node as root (uid 0's ownership of the pool, CAP_DAC_READ_SEARCH for reading an
-// import's source and the vm disk image) is mapped in docs/privilege-inventory.md.
+// CAP_DAC_OVERRIDE (the node's parent cgroups: the v1 hierarchy roots are 0555; a template
+// import's source, which import_open opens inside the admin's --import-root, and whose
+// directory idmap_tree clones read-only for the build jail), and CAP_CHOWN (a vm root's
+// .space-vm, given to the node). The node itself runs as a uid of its own with no capability
+// once it has started (cli/dev.cc); what it did as root is mapped in
+// docs/privilege-inventory.md.
 //
 // What a request cannot do: name a path, link or table (the broker derives them from its own
 // network slot and the uid slot; a pool act takes a directory descriptor, which the broker
@@ -81,6 +84,9 @@ struct BrokerConfig {
   // The node's storage pool (<data dir>/pool, absolute): idmap_tree clones only directories
   // of its sandbox roots and template builds. Empty: no idmap_tree.
   std::string pool_dir;
+  // Where template imports may read (`--import-root`): import_open resolves a source inside it,
+  // and idmap_tree clones, read-only, a directory below it. Empty: neither.
+  std::string import_root;
 };
 
 // Whether `name` is a node's parent cgroup name as the node derives it: "space-" + 16 hex.
@@ -111,6 +117,9 @@ class Broker {
   Result<nlohmann::json> SubvolSnapshot(const Request& request, int source_fd, int parent_fd);
   Result<nlohmann::json> SubvolCreate(const Request& request, int parent_fd);
   Result<nlohmann::json> VmStateDir(int root_fd);
+  Result<nlohmann::json> ImportOpen(const Request& request, std::vector<UniqueFd>* reply_fds);
+  // Whether `fd` names a directory at or below the import root now (its path, for messages).
+  Result<std::string> ImportPathOf(int fd);
   Result<nlohmann::json> QgroupLimit(const Request& request, int subvol_fd);
   Result<nlohmann::json> NodeThreadNice(const Request& request);
   // The pool's real path (symlinks resolved), and what `fd` names now, checked against it
@@ -120,6 +129,7 @@ class Broker {
   Status NeedUidLease(int64_t uid_slot, std::string_view op);
 
   const std::string pool_dir_;
+  const std::string import_root_;  // canonical (realpath at start); empty: no imports
   const std::string cgroup_name_;
   const std::string cgroup_root_;
   std::shared_ptr<runtime::CgroupActs> cgroups_[2];  // ns, vm
@@ -177,7 +187,9 @@ Result<ChildUserns> OpenChildUserns(int pidfd, std::string_view op);
 // The broker process's main: checks that `node_pid` is its parent, drops every capability
 // but kBrokerCapabilities, loads its seccomp filter, and serves the node on `fd` until the
 // node closes it or dies (the next node reconciles what is left). `cgroup_name` is the node's
-// parent cgroup (IsNodeCgroupName); `pool_dir` its storage pool (BrokerConfig).
-int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name, const std::string& pool_dir);
+// parent cgroup (IsNodeCgroupName); `pool_dir` its storage pool and `import_root` where
+// template imports read (BrokerConfig).
+int RunBroker(int fd, pid_t node_pid, const std::string& cgroup_name, const std::string& pool_dir,
+              const std::string& import_root);
 
 }  // namespace space::broker

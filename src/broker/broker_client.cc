@@ -25,9 +25,13 @@ constexpr int kReplyTimeoutMs = 30000;
 
 }  // namespace
 
-Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn(const std::string& cgroup_name, const std::string& pool_dir) {
+Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn(const std::string& cgroup_name, const std::string& pool_dir,
+                                                          const std::string& import_root) {
   if (!IsNodeCgroupName(cgroup_name)) return InvalidArgument("root broker: bad cgroup name " + cgroup_name);
   if (pool_dir.empty() || pool_dir[0] != '/') return InvalidArgument("root broker: pool dir must be absolute: " + pool_dir);
+  if (import_root.empty() || import_root[0] != '/') {
+    return InvalidArgument("root broker: import root must be absolute: " + import_root);
+  }
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return ErrnoStatus("socketpair", "root broker", errno);
@@ -37,7 +41,7 @@ Result<std::unique_ptr<BrokerClient>> BrokerClient::Spawn(const std::string& cgr
   // shutdown (which asks it to remove the firewall), and exits when the node's end closes.
   HelperSpec spec;
   spec.args = {"space", "broker", "--fd", std::to_string(kBrokerFd), "--node-pid", std::to_string(::getpid()),
-               "--cgroup-name", cgroup_name, "--pool-dir", pool_dir};
+               "--cgroup-name", cgroup_name, "--pool-dir", pool_dir, "--import-root", import_root};
   spec.fds = {{theirs.get(), kBrokerFd}};
   spec.ignore_stop_signals = true;
   Result<pid_t> spawned = SpawnHelper(spec);
@@ -244,7 +248,8 @@ Status BrokerClient::SnapshotSubvolume(const std::string& source, const std::str
   if (slash == std::string::npos || slash == 0 || slash + 1 == path.size()) {
     return InvalidArgument("snapshot: " + path + " is not an absolute path in a pool directory");
   }
-  ASSIGN_OR_RETURN(UniqueFd src, OpenFd(source, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  // By name only: a root its sandbox made 0700 is not the node's to open for reading.
+  ASSIGN_OR_RETURN(UniqueFd src, OpenFd(source, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   ASSIGN_OR_RETURN(UniqueFd parent, OpenFd(path.substr(0, slash), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   Request r;
   r.op = Op::kSubvolSnapshot;
@@ -265,8 +270,19 @@ Status BrokerClient::CreateSubvolume(const std::string& path) {
   return Call(r, parent.get()).status();
 }
 
+Result<UniqueFd> BrokerClient::OpenImportSource(const std::string& source) {
+  Request r;
+  r.op = Op::kImportOpen;
+  r.source = source;
+  std::vector<UniqueFd> fds;
+  RETURN_IF_ERROR(Call(r, -1, &fds).status());
+  if (fds.size() != 1) return Internal("root broker: import_open reply carries " + std::to_string(fds.size()) + " descriptors");
+  return std::move(fds[0]);
+}
+
 Status BrokerClient::MakeVmStateDir(const std::string& rootfs) {
-  ASSIGN_OR_RETURN(UniqueFd root, OpenFd(rootfs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  // By name only: a root its sandbox made 0700 is not the node's to open for reading.
+  ASSIGN_OR_RETURN(UniqueFd root, OpenFd(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   Request r;
   r.op = Op::kVmStateDir;
   return Call(r, root.get()).status();
@@ -276,7 +292,7 @@ Status BrokerClient::SetExclusiveLimit(const std::string& subvol_path, uint64_t 
   if (bytes == 0 || bytes > static_cast<uint64_t>(kMaxQgroupLimitBytes)) {
     return InvalidArgument("qgroup limit " + std::to_string(bytes) + " is out of range");
   }
-  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   Request r;
   r.op = Op::kQgroupLimit;
   r.bytes = static_cast<int64_t>(bytes);

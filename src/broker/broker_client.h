@@ -27,7 +27,8 @@ class BrokerClient {
   // the broker keeps what the node gives up. It exits when the client's socket closes, and is
   // killed when the forking thread dies.
   // `cgroup_name` is the node's parent cgroup (broker.h, IsNodeCgroupName).
-  static Result<std::unique_ptr<BrokerClient>> Spawn(const std::string& cgroup_name, const std::string& pool_dir);
+  static Result<std::unique_ptr<BrokerClient>> Spawn(const std::string& cgroup_name, const std::string& pool_dir,
+                                                     const std::string& import_root = "/");
   // A client over a socket whose other end some broker serves (tests).
   explicit BrokerClient(UniqueFd socket, pid_t pid = -1, UniqueFd pidfd = UniqueFd());
   ~BrokerClient();
@@ -72,6 +73,9 @@ class BrokerClient {
   // vm_state_dir: the sandbox root `rootfs`'s .space-vm, made if absent and given to the
   // node's uid (HostSlots::NodeUid) with the files in it that uid 0 left.
   Status MakeVmStateDir(const std::string& rootfs);
+  // import_open: a template import's source, resolved by the broker inside its import root: a
+  // tarball open for reading, or a directory as O_PATH (for a read-only IdmapTree).
+  Result<UniqueFd> OpenImportSource(const std::string& source);
   Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
   Result<bool> RescanQuotaIfInconsistent();
   // Nice values (0..19) this process may not set itself (common/nice.h NiceRoute routes them):

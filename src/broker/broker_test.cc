@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -764,6 +765,50 @@ TEST_F(BrokerRootTest, MakesRootsScratchTreesAndVmStateDirsOnlyInItsPool) {
   }
   ExpectCleanExit(broker.pid);
   UnmountTestPool(*tp);
+}
+
+TEST_F(BrokerRootTest, OpensImportSourcesOnlyInsideItsImportRoot) {
+  char tmpl[] = "/var/tmp/broker_import.XXXXXX";  // 0700, root's: the node could not search it
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string top = tmpl, root = top + "/imports";
+  struct RemoveAtEnd {
+    std::string dir;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_at_end{top};
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFileAtomic(root + "/rootfs.tar", "tarball", 0600).ok());
+  ASSERT_EQ(::mkdir((root + "/tree").c_str(), 0700), 0);
+  ASSERT_EQ(::chown((root + "/tree").c_str(), 1000, 1000), 0);
+  ASSERT_EQ(::mkfifo((root + "/fifo").c_str(), 0600), 0);
+  ASSERT_EQ(::symlink("/etc", (root + "/etc-link").c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomic(top + "/outside", "secret", 0600).ok());
+  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .import_root = root});
+  ASSERT_GT(broker.pid, 0);
+  {
+    BrokerClient client{std::move(broker.client_end)};
+    // A tarball: open for reading.
+    Result<UniqueFd> tar = client.OpenImportSource(root + "/rootfs.tar");
+    ASSERT_TRUE(tar.ok()) << tar.status().ToString();
+    char buf[16] = {};
+    EXPECT_EQ(::read(tar->get(), buf, sizeof buf), 7);
+    EXPECT_STREQ(buf, "tarball");
+    // A directory: a name only (O_PATH), nothing to list with.
+    Result<UniqueFd> tree = client.OpenImportSource(root + "/tree");
+    ASSERT_TRUE(tree.ok()) << tree.status().ToString();
+    EXPECT_EQ(::fcntl(tree->get(), F_GETFL) & O_PATH, O_PATH);
+    // Outside the root, by name, by "..", or through a link (resolved inside: no etc there).
+    EXPECT_EQ(client.OpenImportSource(top + "/outside").status().code(), StatusCode::kPermissionDenied);
+    EXPECT_EQ(client.OpenImportSource("/etc/shadow").status().code(), StatusCode::kPermissionDenied);
+    Result<UniqueFd> up = client.OpenImportSource(root + "/../outside");
+    EXPECT_FALSE(up.ok());
+    EXPECT_EQ(client.OpenImportSource(root + "/etc-link/shadow").status().code(), StatusCode::kNotFound);
+    // Neither a directory nor a tarball.
+    EXPECT_EQ(client.OpenImportSource(root + "/fifo").status().code(), StatusCode::kInvalidArgument);
+  }
+  ExpectCleanExit(broker.pid);
 }
 
 TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {

@@ -51,6 +51,7 @@ const std::vector<OpInfo>& Ops() {
       {Op::kCgroupParents, "cgroup_parents", 0, {"runtime", "present"}},
       {Op::kSubvolCreate, "subvol_create", 1, {"name"}},
       {Op::kVmStateDir, "vm_state_dir", 1, {}},
+      {Op::kImportOpen, "import_open", 0, {"source"}},
   };
   return ops;
 }
@@ -167,6 +168,9 @@ std::string EncodeRequest(const Request& r) {
     case Op::kQgroupLimit:
       j["bytes"] = r.bytes;
       break;
+    case Op::kImportOpen:
+      j["source"] = r.source;
+      break;
     case Op::kNodeThreadNice:
       j["tid"] = r.tid;
       [[fallthrough]];
@@ -273,6 +277,16 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
     }
     case Op::kQgroupLimit: {
       ASSIGN_OR_RETURN(r.bytes, IntField(j, "bytes", 1, kMaxQgroupLimitBytes));
+      break;
+    }
+    case Op::kImportOpen: {
+      const auto& src = j["source"];
+      if (!src.is_string()) return InvalidArgument("broker: source must be a string");
+      r.source = src.get<std::string>();
+      if (r.source.empty() || r.source[0] != '/' || r.source.size() > kMaxImportSourceLen ||
+          r.source.find('\0') != std::string::npos) {
+        return InvalidArgument("broker: source must be an absolute path of at most 4096 bytes");
+      }
       break;
     }
     case Op::kNodeThreadNice:

@@ -5,8 +5,10 @@
 // request at a time and waits for its reply. The broker holds privileges the node has given
 // up, so it decodes every request as hostile: DecodeRequest refuses oversized and malformed
 // datagrams, unknown ops, unknown, missing or mistyped fields and values out of range, and
-// requires exactly the descriptors the op takes. No request names a host path: the broker
-// derives every path, link name and table name from its own state and from slot numbers.
+// requires exactly the descriptors the op takes. No request names a host path but import_open's
+// source, which the broker resolves inside the admin's --import-root as if it were the root; the
+// broker derives every other path, link name and table name from its own state and from slot
+// numbers.
 //
 //   op                 fields                  fds   reply
 //   hello              -                       0     {pid}
@@ -46,6 +48,11 @@
 //                                                                      root's, as name)
 //   vm_state_dir       -                       1     {}              (fd: a sandbox root; makes
 //                                                                      its .space-vm, the node's)
+//   import_open        {source}                0     {} + 1 fd       (a template import's source
+//                                                                      inside the import root: a
+//                                                                      tarball open for reading,
+//                                                                      or a directory, O_PATH, for
+//                                                                      a read-only idmap_tree)
 //
 // A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode name>, "message": ...}.
 #pragma once
@@ -86,6 +93,7 @@ enum class Op {
   kCgroupParents,   // makes or removes a runtime's parent cgroups (CAP_DAC_OVERRIDE: v1 roots are 0555)
   kSubvolCreate,    // an empty subvolume owned by root, for a tree a jail writes as root of its namespace
   kVmStateDir,      // a vm sandbox root's .space-vm, made and given to the node's uid (CAP_CHOWN)
+  kImportOpen,      // a template import's source, which the node may not read (CAP_DAC_OVERRIDE)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -104,6 +112,8 @@ inline constexpr int64_t kMaxQgroupLimitBytes = int64_t{1} << 60;
 inline constexpr int64_t kMaxNice = 19;
 // Thread ids: at most the kernel's PID_MAX_LIMIT.
 inline constexpr int64_t kMaxTid = int64_t{1} << 22;
+// An import's source: an absolute path of at most PATH_MAX bytes.
+inline constexpr size_t kMaxImportSourceLen = 4096;
 
 std::string_view OpName(Op op);
 
@@ -128,6 +138,7 @@ struct Request {
   bool read_only = false;           // idmap_tree: a read-only clone (what a snapshot's must be); subvol_snapshot
   int64_t nice = 0;                 // child_nice, node_thread_nice: 0..kMaxNice
   int64_t tid = 0;                  // node_thread_nice: 1..kMaxTid
+  std::string source;               // import_open: absolute, no NUL, at most kMaxImportSourceLen
 };
 
 // How many descriptors a request of `op` carries.

@@ -253,6 +253,17 @@ TEST(ProtocolTest, PoolActsTakeOneComponentABoundedLimitAndTheirDescriptors) {
   EXPECT_EQ(Decoded(EncodeRequest(state), 1).op, Op::kVmStateDir);
   ExpectRefused(EncodeRequest(state), 0);
   ExpectRefused(R"({"op":"vm_state_dir","name":"x"})", 1);
+  Request import;
+  import.op = Op::kImportOpen;
+  import.source = "/srv/imports/rootfs.tar";
+  EXPECT_EQ(Decoded(EncodeRequest(import), 0).source, "/srv/imports/rootfs.tar");
+  ExpectRefused(EncodeRequest(import), 1);
+  for (const std::string& bad : {std::string(""), std::string("relative"), std::string("/a\0b", 4),
+                                 "/" + std::string(kMaxImportSourceLen, 'a')}) {
+    ExpectRefused(nlohmann::json{{"op", "import_open"}, {"source", bad}}.dump(), 0);
+  }
+  ExpectRefused(R"({"op":"import_open","source":7})", 0);
+  ExpectRefused(R"({"op":"import_open"})", 0);
   Request limit;
   limit.op = Op::kQgroupLimit;
   limit.bytes = int64_t{1} << 60;

@@ -101,17 +101,21 @@ int RunGatewayWorkerCommand(int argc, char** argv) {
   ::_exit(code);
 }
 
-// `space broker --fd N --node-pid P --cgroup-name space-<16 hex> --pool-dir /ABS/PATH`: the
-// root broker of `space dev` / `space node` (broker/broker.h). The two string flags come last.
+// `space broker --fd N --node-pid P --cgroup-name space-<16 hex> --pool-dir /ABS/PATH
+// --import-root /ABS/PATH`: the root broker of `space dev` / `space node` (broker/broker.h).
+// The string flags come last.
 int RunBrokerCommand(int argc, char** argv) {
   std::map<std::string, long> f = {{"--fd", 0}, {"--node-pid", 0}};
-  const bool named = argc == 10 && std::string(argv[6]) == "--cgroup-name" && broker::IsNodeCgroupName(argv[7]) &&
-                     std::string(argv[8]) == "--pool-dir" && argv[9][0] == '/';
-  if (!named || !ParseHelperFlags(argc - 4, argv, &f) || f["--fd"] < 3) {
-    std::cerr << "space broker: started by the node only (--fd N --node-pid P --cgroup-name NAME --pool-dir DIR)\n";
+  const bool named = argc == 12 && std::string(argv[6]) == "--cgroup-name" && broker::IsNodeCgroupName(argv[7]) &&
+                     std::string(argv[8]) == "--pool-dir" && argv[9][0] == '/' &&
+                     std::string(argv[10]) == "--import-root" && argv[11][0] == '/';
+  if (!named || !ParseHelperFlags(argc - 6, argv, &f) || f["--fd"] < 3) {
+    std::cerr << "space broker: started by the node only (--fd N --node-pid P --cgroup-name NAME --pool-dir DIR "
+                 "--import-root DIR)\n";
     return 2;
   }
-  return broker::RunBroker(static_cast<int>(f["--fd"]), static_cast<pid_t>(f["--node-pid"]), argv[7], argv[9]);
+  return broker::RunBroker(static_cast<int>(f["--fd"]), static_cast<pid_t>(f["--node-pid"]), argv[7], argv[9],
+                           argv[11]);
 }
 
 // `space api-front --channel-fd N --listen-fd M --node-pid P`: the API front of `space dev` /

@@ -1,7 +1,9 @@
 #include "cli/dev.h"
 
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,8 +68,8 @@ void RaiseFdLimit() {
 }
 
 // Hands the node what it writes (node/node_user.h) and switches it to HostSlots::NodeUid, with
-// the capabilities it still holds (permitted and effective; CAP_DAC_READ_SEARCH also
-// inheritable, for the tools that read trees: storage/subprocess.h read_any_file).
+// the capabilities it still holds (permitted and effective, none inheritable: no program it
+// runs gets one), then checks that it can reach every directory it was given.
 Status BecomeNodeUser(const DevOptions& options, const storage::PoolMount& pool) {
   const uid_t uid = HostSlots::NodeUid();
   // Every sandbox, jail and helper starts in a user namespace the node makes: once it is not
@@ -110,7 +112,8 @@ Status BecomeNodeUser(const DevOptions& options, const storage::PoolMount& pool)
       {.path = cache != nullptr ? cache : runtime::RuntimeConfig{}.vm_cache_dir, .recursive = true, .mode = 0755},
   };
   RETURN_IF_ERROR(node::GiveToNodeUser(dirs, uid));
-  return BecomeUserKeepingCapabilities(uid, uid, {CAP_DAC_READ_SEARCH});
+  RETURN_IF_ERROR(node::CheckNodeCanReach(dirs, uid));
+  return BecomeUserKeepingCapabilities(uid, uid, {});
 }
 
 }  // namespace
@@ -248,7 +251,8 @@ int RunDev(const DevOptions& options) {
   }
   // The root broker keeps what the node now gives up, bounding set included: the node can
   // neither use those capabilities nor regain them by exec, nor restart a broker that dies.
-  auto broker = broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir), pool_mount->pool_dir);
+  auto broker =
+      broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir), pool_mount->pool_dir, options.import_root);
   if (!broker.ok()) {
     std::cerr << "space dev: " << broker.status().ToString() << "\n";
     return 1;
@@ -280,11 +284,33 @@ int RunDev(const DevOptions& options) {
   });
   // And the vm runtime's state dir in a sandbox root, which is uid 0's (the root's own).
   runtime::SetVmStateDirRoute([b = broker->get()](const std::string& rootfs) { return b->MakeVmStateDir(rootfs); });
+  // What the node reads by name only once, read now, while it may: an admin's CA file may be
+  // root's alone, and the guest binary may sit below a directory only root may search (a
+  // checkout in /root). The binary is kept open and named through this process's descriptor
+  // table, which reaches the file whatever the directories above it.
+  std::string upstream_ca_pem;
+  if (!options.egress_upstream_ca.empty()) {
+    auto pem = ReadFileToString(options.egress_upstream_ca, 256 << 10);
+    if (!pem.ok()) {
+      std::cerr << "space dev: --egress-upstream-ca: " << pem.status().ToString() << "\n";
+      return 1;
+    }
+    upstream_ca_pem = std::move(*pem);
+  }
+  const std::string guest_path = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
+  auto guest = OpenFd(guest_path, O_PATH | O_CLOEXEC);
+  if (!guest.ok()) {
+    std::cerr << "space dev: guest binary: " << guest.status().ToString() << "\n";
+    return 1;
+  }
   // From here the node runs as a uid of its own (HostSlots::NodeUid), no longer root: it owns
   // its data dir, run dirs and VM cache, and what it still needs of root's power on the rest
   // the broker does. Handed over while this process may still chown.
   if (Status st = BecomeNodeUser(options, *pool_mount); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
+    // Still root when the hand-over or the check fails: the pool's mount (and its loop device,
+    // which clears itself) goes with this start.
+    if (::getuid() == 0) (void)::umount2(pool_mount->pool_dir.c_str(), MNT_DETACH);
     return 1;
   }
   std::vector<int> node_drop(std::begin(broker::kNodeDroppedCapabilities), std::end(broker::kNodeDroppedCapabilities));
@@ -293,6 +319,10 @@ int RunDev(const DevOptions& options) {
   // snapshots of roots it does not own are the broker's).
   node_drop.push_back(CAP_SYS_ADMIN);
   node_drop.push_back(CAP_FOWNER);
+  // Nor does it read what it does not own: an import's source is opened by the broker and read
+  // in the build jail, a vm template's disk image is made there, and a root its sandbox made
+  // unreadable gets its mount points checked by its own init.
+  node_drop.push_back(CAP_DAC_READ_SEARCH);
   if (Status st = DropCapabilities(node_drop); !st.ok()) {
     std::cerr << "space dev: " << st.ToString() << "\n";
     return 1;
@@ -329,7 +359,8 @@ int RunDev(const DevOptions& options) {
   nc.egress = !options.no_egress;
   nc.egress_upstream_dns = options.egress_dns;
   nc.egress_upstream_ca = options.egress_upstream_ca;
-  nc.guest_binary = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
+  nc.egress_upstream_ca_pem = std::move(upstream_ca_pem);
+  nc.guest_binary = "/proc/self/fd/" + std::to_string(guest->get());
   nc.force_overlay = options.force_overlay;
   nc.import_root = options.import_root;
   nc.pool_mount = *pool_mount;

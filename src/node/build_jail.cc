@@ -30,7 +30,7 @@ extern char** environ;
 namespace space::node {
 namespace {
 
-constexpr DatagramLimits kChannel = {64, 1, "build jail channel"};
+constexpr DatagramLimits kChannel = {64, 2, "build jail channel"};
 // Bound from the host onto empty files; dev/console stays an empty file.
 constexpr const char* kBoundDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
@@ -47,7 +47,8 @@ Status EnsureMountPoint(const std::string& path) {
 std::string EnterJail(int ctl_fd, const std::string& target, bool isolate_net, bool bind_devices) {
   Result<Datagram> d = ReceiveDatagram(ctl_fd, kChannel);
   if (!d.ok()) return "receiving the tree: " + d.status().ToString();
-  if (d->fds.size() != 1 || d->bytes != "tree") return "receiving the tree: unexpected message";
+  // The tree, and the directory the step reads when it has one.
+  if (d->fds.empty() || d->fds.size() > 2 || d->bytes != "tree") return "receiving the tree: unexpected message";
   // Its own mount namespace (the tree and the device binds vanish with it) and PID namespace
   // (proc mounts work, and the tool's processes end with it), and a network namespace with
   // nothing in it unless the step downloads.
@@ -60,6 +61,8 @@ std::string EnterJail(int ctl_fd, const std::string& target, bool isolate_net, b
   if (::syscall(SYS_move_mount, d->fds[0].get(), "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
     return "move_mount " + target + ": " + std::strerror(errno);
   }
+  // The step starts in the source's clone, which is attached nowhere: its paths all lead below it.
+  if (d->fds.size() == 2 && ::fchdir(d->fds[1].get()) != 0) return std::string("fchdir source: ") + std::strerror(errno);
   if (!bind_devices) return "";
   const std::string dev = target + "/dev";
   if (::mkdir(dev.c_str(), 0755) != 0 && errno != EEXIST) return "mkdir " + dev + ": " + std::strerror(errno);
@@ -126,8 +129,23 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
   Result<UniqueFd> mount = runtime::ns::IdmapTree(
       {.dir_fd = tree.get(), .pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = lease.uid_base()});
   if (!mount.ok()) return child.GiveUp(mount.status());
-  if (Status st = SendDatagram(ctl.get(), "tree", {mount->get()}, kChannel); !st.ok()) return child.GiveUp(st);
+  std::vector<int> fds = {mount->get()};
+  // The source, read-only, seen through the same ids: an admin's directory with files of any
+  // owner (below 65536) reads as it would for host root, and nothing of it can change.
+  UniqueFd source;
+  if (run.source_dir_fd >= 0) {
+    Result<UniqueFd> clone = runtime::ns::IdmapTree({.dir_fd = run.source_dir_fd,
+                                                     .pidfd = child.pidfd.get(),
+                                                     .pid = child.pid,
+                                                     .uid_base = lease.uid_base(),
+                                                     .read_only = true});
+    if (!clone.ok()) return child.GiveUp(clone.status().Annotate("the step's source directory"));
+    source = std::move(*clone);
+    fds.push_back(source.get());
+  }
+  if (Status st = SendDatagram(ctl.get(), "tree", fds, kChannel); !st.ok()) return child.GiveUp(st);
   mount->reset();
+  source.reset();
   return storage::CollectOutput(out_r.get(), child.pid, argv[0] + " (build jail)", on_line);
 }
 

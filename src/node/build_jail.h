@@ -12,6 +12,13 @@
 // A step named "@<name>" is one of the template builder's own (storage/template_builder.h
 // RunTreeStep): the jail runs it in its own process instead of executing a program.
 //
+// A step may read a directory besides the tree (ToolRun::source_dir_fd: a directory import's
+// source, which the root broker opened inside the admin's --import-root): it gets a read-only
+// idmapped clone of it through the same user namespace and starts with that as its working
+// directory, so the files of the source's owners (ids 0..65535) read as they would for host
+// root, and nothing else of the host's does. The vm runtime's template disk images are made
+// here too (mkfs.ext4 -d of a fresh root, the image on the step's stdin).
+//
 // Device nodes: mknod is refused in a user namespace, so for a step that asks (debootstrap)
 // the jail binds the host's /dev/{null,zero,full,random,urandom,tty} onto empty files in the
 // tree's dev/ and leaves an empty dev/console (debootstrap skips nodes that exist). Those
@@ -40,9 +47,10 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
 
 // The jail's own side, `space build-jail --ctl-fd 3 --out-fd 4 [--stdin-fd 5] [--isolate-net]
 // [--bind-devices] --target T -- PROGRAM|@STEP ARGS...`, started only by RunInBuildJail:
-// takes the idmapped tree from the ctl socket, mounts it at T in a fresh mount namespace
-// (and network namespace), binds the device files if asked and runs PROGRAM (or the step) as
-// pid 1 of a fresh PID namespace. Returns the exit code.
+// takes the idmapped tree (and the source's clone, if any) from the ctl socket, mounts the tree
+// at T in a fresh mount namespace (and network namespace), binds the device files if asked,
+// enters the source and runs PROGRAM (or the step) as pid 1 of a fresh PID namespace. Returns
+// the exit code.
 int BuildJailMain(int argc, char** argv);
 
 }  // namespace space::node

@@ -64,6 +64,11 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   pc.data_dir = config.data_dir;
   pc.force_overlay = config.force_overlay;
   pc.import_root = config.import_root;
+  // An import's source is the admin's, maybe root's alone: the broker opens it (inside the same
+  // root), and the build jail reads a directory through a read-only idmapped clone of it.
+  if (config.broker) {
+    pc.import_opener = [b = config.broker](const std::string& source) { return b->OpenImportSource(source); };
+  }
   pc.loop_image_bytes = config.loop_image_bytes;
   // Every step that writes a new template (debootstrap and the packages' scripts, an import's
   // tar, the busybox layout) runs in the build jail, as root of a user namespace on a uid
@@ -105,6 +110,12 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
       vc.cgroup_acts = std::make_shared<broker::BrokerCgroupActs>(config.broker, broker::CgroupRuntime::kVm);
     }
     if (const char* cache = std::getenv("SPACE_VM_CACHE_DIR")) vc.vm_cache_dir = cache;
+    // A template's disk image is made in the build jail too: its tree holds files of other
+    // owners, which the node may not read.
+    vc.tree_runner = [runner = pc.build_runner](const std::string& tree, const runtime::TreeToolArgv& argv,
+                                                int stdin_fd) {
+      return runner(tree, {.argv = argv, .stdin_fd = stdin_fd}, [](const std::string&) {});
+    };
     auto vm = runtime::CreateVmRuntime(vc, config.data_dir + "/pool/vm-images");
     if (vm.ok()) {
       node->vm_runtime_ = std::move(vm).value();

@@ -60,6 +60,9 @@ struct NodeConfig {
   bool egress = true;
   std::string egress_upstream_dns;  // "ip[:port]" the gateway resolves with; default resolv.conf
   std::string egress_upstream_ca;   // extra CA file trusted for upstream TLS (tests)
+  // The same file's PEM text, read by `space dev` while it was root: the node, once it runs as
+  // its own uid, may not read an admin's root-only file.
+  std::string egress_upstream_ca_pem;
   // The root broker (broker/broker.h), which does the network's privileged acts; needed for
   // egress. Not owned.
   broker::BrokerClient* broker = nullptr;

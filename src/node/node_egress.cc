@@ -67,6 +67,8 @@ Status Node::StartEgress() {
   gc.base_port = static_cast<uint16_t>(20000 + net_slot_ * 8);
   gc.upstream_dns = config_.egress_upstream_dns;
   gc.upstream_ca_file = config_.egress_upstream_ca;
+  gc.upstream_ca_pem = config_.egress_upstream_ca_pem;
+  if (!gc.upstream_ca_pem.empty()) gc.upstream_ca_file.clear();
   // The gateway runs in an unprivileged worker process (gateway_process.h); it asks for a
   // secret only to inject it, and is answered only for credentials of registered sandboxes.
   GatewayProcessHooks hooks;

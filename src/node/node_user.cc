@@ -2,8 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "common/syscall.h"
 
@@ -66,6 +70,50 @@ Status GiveToNodeUser(const std::vector<NodeDir>& dirs, uid_t uid) {
     }
     if (sb.st_uid == 0 && ::fchown(fd.get(), uid, uid) != 0) return ErrnoStatus("fchown", dir.path, errno);
   }
+  return Status::Ok();
+}
+
+Status CheckNodeCanReach(const std::vector<NodeDir>& dirs, uid_t uid) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "reach check", errno);
+  UniqueFd answer_r(p[0]), answer_w(p[1]);
+  const pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", "reach check", errno);
+  if (pid == 0) {
+    answer_r.reset();
+    std::string message;
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) {
+      message = std::string("switching to uid ") + std::to_string(uid) + ": " + std::strerror(errno);
+    }
+    for (const NodeDir& dir : dirs) {
+      if (!message.empty() || ::access(dir.path.c_str(), R_OK | W_OK | X_OK) == 0) continue;
+      const int err = errno;
+      // The first directory on the way that this uid may not search.
+      std::string blocker = dir.path;
+      for (size_t slash = dir.path.find('/', 1); slash != std::string::npos; slash = dir.path.find('/', slash + 1)) {
+        const std::string above = dir.path.substr(0, slash);
+        if (::access(above.c_str(), X_OK) != 0) {
+          blocker = above;
+          break;
+        }
+      }
+      message = "the node runs as uid " + std::to_string(uid) + " and cannot reach " + dir.path + " (" +
+                std::strerror(err) + "): " + blocker + " must let others search it (chmod o+x), or choose a " +
+                "directory elsewhere";
+    }
+    (void)!::write(answer_w.get(), message.data(), message.size());
+    ::_exit(0);
+  }
+  answer_w.reset();
+  std::string message;
+  char buf[1024];
+  for (ssize_t n; (n = RetryEintr([&] { return ::read(answer_r.get(), buf, sizeof buf); })) > 0;) {
+    message.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  if (RetryEintr([&] { return ::waitpid(pid, &status, 0); }) < 0) return ErrnoStatus("waitpid", "reach check", errno);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Internal("reach check: the child failed");
+  if (!message.empty()) return PermissionDenied(message);
   return Status::Ok();
 }
 

@@ -31,4 +31,11 @@ struct NodeDir {
 // Hands `dirs` to `uid` (and gid `uid`). Needs CAP_CHOWN; call before BecomeNodeUser.
 Status GiveToNodeUser(const std::vector<NodeDir>& dirs, uid_t uid);
 
+// Checks that `uid` (with no group and no capability) can reach and write each of `dirs`:
+// every directory above one must be searchable by others, which a data dir under a 0700
+// directory of root's is not. The error names the first directory in the way. Asked in a child
+// that switches to `uid`, so that the caller, still root, can undo what it set up (the pool's
+// mount) when the answer is no. The caller must be one thread.
+Status CheckNodeCanReach(const std::vector<NodeDir>& dirs, uid_t uid);
+
 }  // namespace space::node

@@ -70,5 +70,27 @@ TEST(NodeUserTest, GivesOnlyRootsSingleLinkEntriesBeneathWithoutFollowingLinks) 
   std::system(("rm -rf " + top).c_str());
 }
 
+// A node's dirs below a directory of root's that others may not search: refused before the
+// switch, naming that directory; fine once it lets others through.
+TEST(NodeUserTest, ChecksThatItsUidCanReachItsDirs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (setresuid in the child)";
+  char tmpl[] = "/var/tmp/node_reach_XXXXXX";  // 0700, root's
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string top = tmpl, data = top + "/data";
+  constexpr uid_t kUid = 1074790400;
+  ASSERT_TRUE(MakeDirs(data, 0700).ok());
+  ASSERT_EQ(::chown(data.c_str(), kUid, kUid), 0);
+  Status st = CheckNodeCanReach({{.path = data}}, kUid);
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << st.ToString();
+  EXPECT_NE(st.message().find(top + " must let others search it"), std::string::npos) << st.ToString();
+  ASSERT_EQ(::chmod(top.c_str(), 0711), 0);
+  st = CheckNodeCanReach({{.path = data}}, kUid);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  // Its own dir, but not writable by it: refused too.
+  ASSERT_EQ(::chmod(data.c_str(), 0500), 0);
+  EXPECT_EQ(CheckNodeCanReach({{.path = data}}, kUid).code(), StatusCode::kPermissionDenied);
+  std::system(("rm -rf " + top).c_str());
+}
+
 }  // namespace
 }  // namespace space::node

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -83,6 +84,11 @@ struct LaunchedSandbox {
 
 class CgroupActs;  // cgroup_acts.h
 
+// Runs `argv(target)` over the tree at `tree`, which the program sees at `target`, with
+// `stdin_fd` (-1: none) as its stdin; OK only on exit status 0.
+using TreeToolArgv = std::function<std::vector<std::string>(const std::string& target)>;
+using TreeToolRunner = std::function<Status(const std::string& tree, const TreeToolArgv& argv, int stdin_fd)>;
+
 struct RuntimeConfig {
   std::string run_dir;               // host scratch dir, e.g. <data-dir>/run (created)
   std::string cgroup_name = "space"; // parent cgroup name under each hierarchy
@@ -94,6 +100,10 @@ struct RuntimeConfig {
   int64_t child_setup_timeout_ms = 10000;
   // vm only: host-wide cache of the guest kernel, initramfs and template disk images.
   std::string vm_cache_dir = "/var/cache/space/vm";
+  // vm only: runs the program that makes a template's disk image from a fresh root (which
+  // holds files of other owners, maybe private) where it can read that tree without a host
+  // privilege: the node's build jail. Empty: here, as the caller.
+  TreeToolRunner tree_runner;
 };
 
 class Runtime {

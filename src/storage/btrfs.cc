@@ -72,8 +72,9 @@ Status CreateSnapshot(const std::string& source, const std::string& path, bool r
   btrfs_util_error err = btrfs_util_create_snapshot(source.c_str(), path.c_str(), flags, nullptr, nullptr);
   if (err == BTRFS_UTIL_OK) return Status::Ok();
   // Tried here first: every template and nearly every root is uid 0's, and a snapshot is on
-  // the create path, where a round trip to the broker would cost.
-  if (errno == EPERM) {
+  // the create path, where a round trip to the broker would cost. EPERM: a root its sandbox
+  // chowned away from uid 0; EACCES: one it made unreadable (0700), which the node may not open.
+  if (errno == EPERM || errno == EACCES) {
     if (auto r = Route(); r && r->create_snapshot) return r->create_snapshot(source, path, read_only);
   }
   return UtilStatus("btrfs snapshot", source + " -> " + path, err);

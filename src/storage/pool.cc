@@ -35,10 +35,15 @@ constexpr char kOldSuffix[] = ".old";
 
 using TreeBuilder = std::function<Status(const std::string& dir, const ProgressFn& progress)>;
 
+std::function<Result<UniqueFd>(const std::string&)> ImportOpenerOf(const PoolConfig& config) {
+  if (config.import_opener) return config.import_opener;
+  return [root = config.import_root](const std::string& source) { return OpenImportSource(root, source); };
+}
+
 class PoolImpl final : public Pool {
  public:
   PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota, ToolRunner build_runner,
-           TreeDigester digester, std::string import_root)
+           TreeDigester digester, std::function<Result<UniqueFd>(const std::string&)> import_opener)
       : pool_dir_(pool_dir),
         btrfs_quota_(btrfs_quota),
         templates_dir_(pool_dir + "/templates"),
@@ -48,7 +53,7 @@ class PoolImpl final : public Pool {
         backend_(std::move(backend)),
         build_runner_(std::move(build_runner)),
         digester_(std::move(digester)),
-        import_root_(std::move(import_root)) {}
+        import_opener_(std::move(import_opener)) {}
 
   void CheckDiskAccounting() override {
     if (!btrfs_quota_) return;
@@ -110,7 +115,7 @@ class PoolImpl final : public Pool {
   Result<TemplateInfo> ImportTemplate(const std::string& name, const std::string& dir_or_tarball,
                                       const ProgressFn& progress) override {
     RETURN_IF_ERROR(ValidateTemplateName(name));
-    ASSIGN_OR_RETURN(UniqueFd source, OpenImportSource(import_root_, dir_or_tarball));
+    ASSIGN_OR_RETURN(UniqueFd source, import_opener_(dir_or_tarball));
     std::lock_guard<std::mutex> build(build_mu_);
     return BuildLocked(
         name,
@@ -373,7 +378,8 @@ class PoolImpl final : public Pool {
   const std::unique_ptr<Backend> backend_;
   const ToolRunner build_runner_;
   const TreeDigester digester_;
-  const std::string import_root_;  // PoolConfig.import_root
+  // PoolConfig.import_opener, or OpenImportSource inside PoolConfig.import_root.
+  const std::function<Result<UniqueFd>(const std::string&)> import_opener_;
   std::mutex build_mu_;  // held for a whole template build
   std::mutex index_mu_;  // guards index.json read-modify-write
   std::mutex rollback_mu_;  // held for a whole ReplaceRootFromSnapshot
@@ -389,7 +395,7 @@ Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
 Result<std::unique_ptr<Pool>> Pool::OpenMounted(const PoolConfig& config, const PoolMount& m) {
   std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
   auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled,
-                                         config.build_runner, config.digester, config.import_root);
+                                         config.build_runner, config.digester, ImportOpenerOf(config));
   RETURN_IF_ERROR(pool->Recover());
   LogInfo(kLog, "pool " + m.pool_dir + " open, kind " + pool->kind() +
                     (m.btrfs ? (m.quota_enabled ? ", quotas on" : ", quotas OFF") : ", disk limits not enforced"));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 #include "storage/digest.h"
 
 namespace space::storage {
@@ -48,6 +49,10 @@ using ToolArgv = std::function<std::vector<std::string>(const std::string& targe
 struct ToolRun {
   ToolArgv argv;
   int stdin_fd = -1;          // the step's stdin (a tarball, a pipe); -1: /dev/null. Stays the caller's.
+  // A directory the step reads (an import's source, any descriptor of it, O_PATH will do): the
+  // step starts with it as its working directory, seen as the tree is (the node's jail reads it
+  // through a read-only idmapped clone the root broker makes). -1: none. Stays the caller's.
+  int source_dir_fd = -1;
   bool network = false;       // debootstrap downloads; no other step gets a network
   bool bind_devices = false;  // debootstrap needs dev/null and friends in the tree
 };
@@ -70,6 +75,10 @@ struct PoolConfig {
   // root (openat2 RESOLVE_IN_ROOT: neither ".." nor a symlink leads out). "/" (the default):
   // anywhere on the host.
   std::string import_root = "/";
+  // Opens an import's source (as OpenImportSource does, inside import_root). The node's asks its
+  // root broker, which may read an admin's root-only tarball or directory; the node may not.
+  // Empty: OpenImportSource here.
+  std::function<Result<UniqueFd>(const std::string& source)> import_opener;
 };
 
 // A pool brought into service (pool_mount.h MountPool).

@@ -1,8 +1,6 @@
 #include "storage/subprocess.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
-#include <sys/prctl.h>
 #include <linux/close_range.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -30,11 +28,8 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 }
 
 // Child side: everything here must be async-signal-safe (the parent may be multithreaded).
-[[noreturn]] void ExecChild(int in_fd, int stdout_fd, int cwd_fd, bool read_any_file, int out_fd, int err_report_fd,
+[[noreturn]] void ExecChild(int in_fd, int stdout_fd, int cwd_fd, int out_fd, int err_report_fd,
                             char* const* argv, char* const* envp) {
-  // Fails (EPERM) where the capability is not in the inheritable set: a node running as root,
-  // whose programs get every capability it holds by exec anyway.
-  if (read_any_file) (void)::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0);
   if (in_fd < 0) in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (stdout_fd < 0) stdout_fd = out_fd;
   if (in_fd < 0 || ::dup2(in_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(out_fd, 2) < 0 ||
@@ -96,7 +91,7 @@ Status RunProcess(const ProcessSpec& spec, const LineFn& on_line) {
   if (pid < 0) return ErrnoStatus("fork", prog, errno);
   // dup2 clears CLOEXEC on the child's 0/1/2, so the pipe's write end survives exec only there.
   if (pid == 0) {
-    ExecChild(spec.stdin_fd, spec.stdout_fd, spec.cwd_fd, spec.read_any_file, out_w.get(), rep_w.get(), argv.data(), envp.data());
+    ExecChild(spec.stdin_fd, spec.stdout_fd, spec.cwd_fd, out_w.get(), rep_w.get(), argv.data(), envp.data());
   }
   out_w.reset();
   rep_w.reset();

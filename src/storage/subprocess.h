@@ -25,10 +25,6 @@ struct ProcessSpec {
   // The directory the program starts in (fchdir), when not this process's: for a tar that
   // reads a directory this process opened itself.
   int cwd_fd = -1;
-  // Whether the program may read every file, as this process may (CAP_DAC_READ_SEARCH, raised
-  // as ambient so it survives the exec of a program run by a node that is not uid 0): a tar
-  // of an admin's directory, a disk image made from a sandbox's tree.
-  bool read_any_file = false;
 };
 
 using LineFn = std::function<void(const std::string& line)>;

@@ -21,6 +21,9 @@ namespace {
 
 constexpr char kBusybox[] = "/bin/busybox";
 constexpr char kTar[] = "/bin/tar";
+constexpr char kBash[] = "/bin/bash";
+// `bash -c kPipeScript pipe N A1..AN B1..`: runs A1..AN | B1.., failing if either fails.
+constexpr char kPipeScript[] = "set -o pipefail; n=$1; shift; \"${@:1:n}\" | \"${@:n+1}\"";
 constexpr uid_t kUserId = 1000;
 constexpr char kUnsafeIoConf[] = "etc/dpkg/dpkg.cfg.d/space-build-unsafe-io";
 constexpr size_t kMaxAccountFileBytes = 16u << 20;
@@ -324,37 +327,24 @@ Status ImportTree(int source_fd, const std::string& source, const std::string& d
   }
   if (!S_ISDIR(st.st_mode)) return InvalidArgument(source + " is neither a directory nor a tarball");
 
-  // A directory: this process reads it (an admin named it; it may hold files of any owner)
-  // and streams it as a tar to the step that writes the tree.
+  // A directory: both tars run in one step, `tar -c` in the source (the step's working
+  // directory: the runner shows it to the step as it shows the tree, so an admin's directory
+  // with private files of any owner is read there, never with a host privilege) piped into
+  // `tar -x`. bash's pipefail: either one failing fails the step.
   Report(progress, "copying " + source);
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe2", "import", errno);
-  UniqueFd stream_r(p[0]), stream_w(p[1]);
-  ProcessSpec create = {.argv = {kTar, "--create", "--sparse"}};
-  create.argv.insert(create.argv.end(), kTarCommon.begin(), kTarCommon.end());
-  // Started in the directory this process opened, so it reads what was resolved, not the path.
-  create.argv.insert(create.argv.end(), {"--file=-", "."});
-  create.stdout_fd = stream_w.get();
-  create.cwd_fd = source_fd;
-  create.read_any_file = true;  // an admin's directory may hold other users' private files
-  // Both tars report progress at once; the caller's callback (an SSE stream) takes one line at
-  // a time.
-  std::mutex progress_mu;
-  ProgressFn one_at_a_time = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(progress_mu);
-    Report(progress, line);
-  };
-  Status created;
-  std::thread producer([&] {
-    created = RunProcess(create, one_at_a_time);
-    stream_w.reset();  // the tar has exited: the step reads EOF
-  });
-  Status extracted = runner(
-      dir, {.argv = [](const std::string& t) { return ExtractArgv(t, ""); }, .stdin_fd = stream_r.get()}, one_at_a_time);
-  stream_r.reset();  // a tar still writing (the step failed) gets EPIPE and ends
-  producer.join();
-  RETURN_IF_ERROR(created);
-  RETURN_IF_ERROR(extracted);
+  std::vector<std::string> create = {kTar, "--create", "--sparse"};
+  create.insert(create.end(), kTarCommon.begin(), kTarCommon.end());
+  create.insert(create.end(), {"--file=-", "."});
+  ToolRun copy = {.argv =
+                      [&](const std::string& target) {
+                        std::vector<std::string> argv = {kBash, "-c", kPipeScript, "pipe",
+                                                         std::to_string(create.size())};
+                        argv.insert(argv.end(), create.begin(), create.end());
+                        for (std::string& a : ExtractArgv(target, "")) argv.push_back(std::move(a));
+                        return argv;
+                      },
+                  .source_dir_fd = source_fd};
+  RETURN_IF_ERROR(runner(dir, copy, progress));
   return RefuseVmStateDir(dir);
 }
 
@@ -371,7 +361,7 @@ Status RunTreeStep(const std::vector<std::string>& argv, const ProgressFn& progr
 Status RunToolHere(const std::string& tree_dir, const ToolRun& run, const ProgressFn& on_line) {
   std::vector<std::string> argv = run.argv(tree_dir);
   if (!argv.empty() && !argv[0].empty() && argv[0][0] == '@') return RunTreeStep(argv, on_line);
-  ProcessSpec spec = {.argv = std::move(argv), .stdin_fd = run.stdin_fd};
+  ProcessSpec spec = {.argv = std::move(argv), .stdin_fd = run.stdin_fd, .cwd_fd = run.source_dir_fd};
   return RunProcess(spec, on_line);
 }
 

@@ -84,6 +84,8 @@ class Proc:
 class Fleet:
     def __init__(self, nodes=2, servers=2, lost_after_ms=3000):
         self.root = tempfile.mkdtemp(prefix="space-fleet-", dir="/var/tmp")
+        # The nodes run as their own uid: they must be able to reach their data dirs below.
+        os.chmod(self.root, 0o711)
         self.pg = Pg()
         self.token_file = os.path.join(self.root, "fleet-token")
         with open(self.token_file, "w") as f:

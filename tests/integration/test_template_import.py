@@ -34,7 +34,9 @@ class TemplateImportTest(unittest.TestCase):
         shutil.copy("/bin/busybox", os.path.join(src, "bin/busybox"))
         for applet in ("sh", "stat", "cat", "ls"):
             os.symlink("busybox", os.path.join(src, "bin", applet))
-        # A user's private file below a 0700 directory: only CAP_DAC_READ_SEARCH reads it from outside.
+        # A user's private file below a 0700 directory, all below the 0700 tmp dir of root's: the
+        # node (no capability) reads none of it; the broker opens the source and the build jail
+        # reads it through a read-only idmapped clone.
         private = os.path.join(src, "home/user/private")
         with open(os.path.join(private, "secret"), "w") as f:
             f.write("only mine\n")

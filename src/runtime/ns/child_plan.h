@@ -31,6 +31,10 @@ struct ChildOp {
     kMkdir,            // mkdir(target, mode); EEXIST tolerated
     kCreateFile,       // mknod(target, S_IFREG|mode): an empty file to bind a device onto
     kSymlink,          // symlink(source, target)
+    // A mount point of the root's, directly under it: mkdir(target, mode) if missing, then
+    // it must open as a directory without following a link (openat2 RESOLVE_BENEATH |
+    // RESOLVE_NO_SYMLINKS), else ELOOP or ENOTDIR. For what the node could not check itself.
+    kMountPoint,
   };
   Step step = Step::kMountProc;
   Kind kind = kMount;

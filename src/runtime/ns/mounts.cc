@@ -52,6 +52,12 @@ Status EnsureMountPoints(int rootfs_fd, std::vector<const char*>* child_makes) {
         break;
       }
       int err = errno;
+      // The root, or what is in it, is not this process's to search (a sandbox's root chmodded
+      // its / to 0700): its init checks it, as root of its namespace.
+      if (err == EACCES) {
+        child_makes->push_back(name);
+        break;
+      }
       if (err == ENOENT && attempt == 0) {
         // mkdirat never follows a final symlink: an existing one gives EEXIST and the
         // retry above reports ELOOP.
@@ -113,9 +119,12 @@ Result<UniqueFd> IdmapTree(const IdmapRequest& request) {
 void AppendMountOps(const MountPlanOptions& options, const std::vector<const char*>& make_first, PlanStorage* s) {
   auto add = [s](ChildOp op) { s->ops.push_back(op); };
 
-  // One component each, made relative to the tree's root (the cwd) before anything is
-  // mounted on it: mkdir never follows a final symlink, and the node checked the rest.
-  for (const char* d : make_first) add({.step = Step::kMountProc, .kind = ChildOp::kMkdir, .target = d, .mode = 0755});
+  // One component each, made (if missing) and checked relative to the tree's root (the cwd)
+  // before anything is mounted on it: mkdir never follows a final symlink, and the open that
+  // follows refuses a link or a non-directory.
+  for (const char* d : make_first) {
+    add({.step = Step::kMountProc, .kind = ChildOp::kMountPoint, .target = d, .mode = 0755});
+  }
 
   // proc: a fresh instance for the sandbox's pid namespace.
   add({.step = Step::kMountProc,
@@ -276,6 +285,18 @@ int ChildRunOp(const ChildOp& op, Call* call) {
       *call = Call::kSymlink;
       rc = ::symlink(op.source, op.target);
       break;
+    case ChildOp::kMountPoint: {
+      *call = Call::kMkdir;
+      if (::mkdir(op.target, op.mode) != 0 && errno != EEXIST) return errno;
+      *call = Call::kOpen;
+      open_how how{};
+      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+      long fd = ::syscall(SYS_openat2, AT_FDCWD, op.target, &how, sizeof how);
+      if (fd < 0) return errno;
+      ::close(static_cast<int>(fd));
+      break;
+    }
   }
   if (rc == 0) return 0;
   int err = errno;

@@ -28,8 +28,10 @@ Result<UniqueFd> OpenRootfs(const std::string& rootfs);
 // creating missing ones. The root's contents are sandbox-controlled, so nothing is
 // resolved through a symlink (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a symlink or
 // non-directory there is kInvalidArgument. A missing one this process may not make (the node
-// is not the root's owner: it is not uid 0) goes in `*child_makes`, for the sandbox's init to
-// make as root of its namespace (AppendMountOps); nothing else can write the tree meanwhile.
+// is not the root's owner: it is not uid 0), or one it may not even look up (a root its
+// sandbox made 0700), goes in `*child_makes`, for the sandbox's init to make and check as root
+// of its namespace (AppendMountOps, ChildOp::kMountPoint); nothing else can write the tree
+// meanwhile.
 Status EnsureMountPoints(int rootfs_fd, std::vector<const char*>* child_makes);
 
 // Clones the rootfs as a detached mount and idmaps it to `userns_fd`'s mapping, so
@@ -58,7 +60,8 @@ struct MountPlanOptions {
 };
 
 // Appends the child's mount ops (mount_proc, mask_proc, mount_sys, mount_dev), all
-// relative to the sandbox root, after a mkdir of each of `make_first` (EnsureMountPoints).
+// relative to the sandbox root, after making and checking each of `make_first`
+// (EnsureMountPoints).
 void AppendMountOps(const MountPlanOptions& options, const std::vector<const char*>& make_first, PlanStorage* storage);
 
 // Child side: makes every mount in the (copied) namespace private so nothing propagates

@@ -68,10 +68,9 @@ bool Exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 // Writes `data` to `path` through a temp file and rename, world-readable.
 Status PublishFile(const std::string& path, std::string_view data) { return WriteFileAtomic(path, data, 0644); }
 
-Status Run(std::vector<std::string> argv, bool read_any_file = false) {
+Status Run(std::vector<std::string> argv) {
   storage::ProcessSpec spec;
   spec.argv = std::move(argv);
-  spec.read_any_file = read_any_file;
   return storage::RunProcess(spec, [](const std::string&) {});
 }
 
@@ -139,8 +138,15 @@ Result<std::string> EnsureInitramfs(const std::string& cache_dir, const GuestKer
   return path;
 }
 
+// `bash -c kDiskScript disk TREE SLACK`, stdin the image file: sizes the image to what the
+// tree takes (du) plus a quarter and the slack, rounded up to MiB, and makes it.
+constexpr char kDiskScript[] =
+    "set -eu -o pipefail; kb=$(/usr/bin/du -sk -x \"$1\" | /usr/bin/cut -f1); "
+    "mb=$(( (kb * 1024 + kb * 1024 / 4 + $2) / 1048576 + 1 )); "
+    "exec /usr/sbin/mkfs.ext4 -q -F -L space-root -d \"$1\" /dev/stdin \"${mb}M\"";
+
 Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::string& digest,
-                                       const std::string& tree, uint64_t slack_bytes) {
+                                       const std::string& tree, uint64_t slack_bytes, const TreeToolRunner& runner) {
   std::string key;
   for (char c : digest) key += (isalnum(static_cast<unsigned char>(c)) ? c : '-');
   if (key.empty()) return InvalidArgument("template digest is empty");
@@ -148,18 +154,22 @@ Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::
   RETURN_IF_ERROR(MakeDirs(dir, 0700));
   const std::string path = dir + "/" + key + ".img";
   if (Exists(path)) return path;
-  // Size: what the tree takes (du), plus slack, rounded to MiB.
-  std::string du_out;
-  storage::ProcessSpec du;
-  du.argv = {"/usr/bin/du", "-sk", "-x", tree};
-  du.read_any_file = true;
-  RETURN_IF_ERROR(storage::RunProcess(du, [&](const std::string& l) { du_out = l; }));
-  const uint64_t tree_bytes = std::strtoull(du_out.c_str(), nullptr, 10) * 1024;
-  const uint64_t size = ((tree_bytes + tree_bytes / 4 + slack_bytes) >> 20) + 1;
   const std::string tmp = path + ".tmp-" + RandomHex(8);
-  // It reads the template's tree, whose files have other owners (and may be private).
-  Status st = Run({"/usr/sbin/mkfs.ext4", "-q", "-F", "-L", "space-root", "-d", tree, tmp, std::to_string(size) + "M"},
-                  /*read_any_file=*/true);
+  // Made here, so it is this process's; writable by whoever runs mkfs (root of the jail's
+  // namespace, which reopens it as /dev/stdin) while only this process can reach it: the
+  // directory above is 0700.
+  ASSIGN_OR_RETURN(UniqueFd image, OpenFd(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  Status st = ::fchmod(image.get(), 0666) == 0 ? Status::Ok() : ErrnoStatus("fchmod", tmp, errno);
+  const TreeToolArgv argv = [slack_bytes](const std::string& target) {
+    return std::vector<std::string>{"/bin/bash", "-c", kDiskScript, "disk", target, std::to_string(slack_bytes)};
+  };
+  if (st.ok() && runner) {
+    st = runner(tree, argv, image.get());
+  } else if (st.ok()) {
+    storage::ProcessSpec spec = {.argv = argv(tree), .stdin_fd = image.get()};
+    st = storage::RunProcess(spec, [](const std::string&) {});
+  }
+  if (st.ok() && ::fchmod(image.get(), 0600) != 0) st = ErrnoStatus("fchmod", tmp, errno);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename", path, errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "runtime/runtime.h"
 
 namespace space::runtime::vm {
 
@@ -47,9 +48,11 @@ std::string CpioArchive(const std::vector<CpioEntry>& entries);
 Result<std::string> EnsureInitramfs(const std::string& cache_dir, const GuestKernel& kernel, const std::string& spaced);
 
 // The ext4 image of the template tree at `tree` (digest `digest`); built unless cached.
-// Sized to the tree plus `slack_bytes` of free space for the sandbox's writes.
+// Sized to the tree plus `slack_bytes` of free space for the sandbox's writes. `du` and
+// `mkfs.ext4 -d` read the tree through `runner` (RuntimeConfig::tree_runner; empty: here) and
+// write the image through their stdin, a file this process made.
 Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::string& digest, const std::string& tree,
-                                       uint64_t slack_bytes);
+                                       uint64_t slack_bytes, const TreeToolRunner& runner = {});
 
 // Copies `from` to the new file `to`, sharing blocks where the filesystem can (FICLONE).
 // On failure the partial `to` is removed.

@@ -448,7 +448,8 @@ Status VmRuntimeImpl::PrepareDisk(const SandboxSpec& spec, int state_dir, std::s
   // A fresh root is a clone of its template: the image is built from it once per digest,
   // before the state dir exists in it.
   ASSIGN_OR_RETURN(std::string image,
-                   vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs, kDiskSlackBytes));
+                   vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs, kDiskSlackBytes,
+                                          config_.tree_runner));
   return vm::CloneFileAt(image, state_dir, kVmDiskName);
 }
 
@@ -510,7 +511,8 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
     std::string image;
     {
       std::lock_guard<std::mutex> assets(assets_mu_);
-      ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs, kDiskSlackBytes));
+      ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs,
+                                                     kDiskSlackBytes, config_.tree_runner));
     }
     return vm::CloneFileAt(image, sd.get(), kVmDiskName);
   };
@@ -767,7 +769,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   {
     std::lock_guard<std::mutex> assets(assets_mu_);
     ASSIGN_OR_RETURN(image, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs,
-                                                   kDiskSlackBytes));
+                                                   kDiskSlackBytes, config_.tree_runner));
   }
   RETURN_IF_ERROR(MakeDirs(image_dir_ + "/checkpoints", 0700));
   const std::string tmp = dir + ".tmp-" + std::to_string(::getpid()) + "-" + spec.id;
