@@ -543,6 +543,14 @@ Result<std::string> Broker::ImportPathOf(int fd) {
   if (!S_ISDIR(st.st_mode) || !below || path.find(" (deleted)") != std::string::npos) {
     return PermissionDenied("idmap_tree: " + path + " is not below the import root");
   }
+  // And that path, looked up here inside the import root, names this very directory: a
+  // descriptor from a mount namespace of the node's making (a bind of /etc where the import
+  // root would be) reads like a path below the root, and is not what the broker finds there.
+  Result<UniqueFd> here = storage::OpenImportSource(import_root_, path);
+  struct stat found;
+  if (!here.ok() || ::fstat(here->get(), &found) != 0 || found.st_dev != st.st_dev || found.st_ino != st.st_ino) {
+    return PermissionDenied("idmap_tree: " + path + " is not what lies at that path below the import root");
+  }
   return path;
 }
 

@@ -785,10 +785,48 @@ TEST_F(BrokerRootTest, OpensImportSourcesOnlyInsideItsImportRoot) {
   ASSERT_EQ(::mkfifo((root + "/fifo").c_str(), 0600), 0);
   ASSERT_EQ(::symlink("/etc", (root + "/etc-link").c_str()), 0);
   ASSERT_TRUE(WriteFileAtomic(top + "/outside", "secret", 0600).ok());
-  FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .import_root = root});
+  ASSERT_EQ(::mkdir((top + "/elsewhere").c_str(), 0700), 0);
+  // A directory that reads like one below the root, from a mount namespace of its own: the
+  // import root's "tree" there is a bind of another directory (what a node could do with /etc).
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd spoof_end(sv[0]), spoof_child(sv[1]);
+  const pid_t spoofer = ::fork();
+  ASSERT_GE(spoofer, 0);
+  if (spoofer == 0) {
+    UniqueFd fd;
+    if (::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+        ::mount((top + "/elsewhere").c_str(), (root + "/tree").c_str(), nullptr, MS_BIND, nullptr) == 0) {
+      fd = UniqueFd(::open((root + "/tree").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    }
+    if (!fd.valid() || !SendDatagram(spoof_child.get(), "tree", {fd.get()}).ok()) ::_exit(1);
+    ::pause();  // keeps its namespace, so the path reads as it would
+    ::_exit(0);
+  }
+  spoof_child.reset();
+  Result<Datagram> spoofed = ReceiveDatagram(spoof_end.get());
+  ASSERT_TRUE(spoofed.ok() && spoofed->fds.size() == 1);
+  const std::string uid_dir = top + "/uid-slots";
+  FilteredBroker broker =
+      ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .uid_lock_dir = uid_dir, .import_root = root});
   ASSERT_GT(broker.pid, 0);
   {
     BrokerClient client{std::move(broker.client_end)};
+    // idmap_tree, read-only, takes a directory below the root for what it is, and goes on to
+    // check the process (here one in the host's user namespace, refused); never the spoof.
+    Result<int64_t> slot = client.UidAcquire(-1);
+    ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+    const uint32_t base = HostSlots::UidBase(*slot);
+    UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, spoofer, 0)));
+    UniqueFd genuine(::open((root + "/tree").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    Result<UniqueFd> clone = client.IdmapTree(genuine.get(), self.get(), base, /*read_only=*/true);
+    EXPECT_NE(clone.status().message().find("host's user namespace"), std::string::npos) << clone.status().ToString();
+    clone = client.IdmapTree(spoofed->fds[0].get(), self.get(), base, /*read_only=*/true);
+    EXPECT_EQ(clone.status().message().find("host's user namespace"), std::string::npos) << clone.status().ToString();
+    EXPECT_FALSE(clone.ok());
+    // Never writable, even below the root.
+    clone = client.IdmapTree(genuine.get(), self.get(), base, /*read_only=*/false);
+    EXPECT_EQ(clone.status().message().find("host's user namespace"), std::string::npos) << clone.status().ToString();
     // A tarball: open for reading.
     Result<UniqueFd> tar = client.OpenImportSource(root + "/rootfs.tar");
     ASSERT_TRUE(tar.ok()) << tar.status().ToString();
@@ -809,6 +847,8 @@ TEST_F(BrokerRootTest, OpensImportSourcesOnlyInsideItsImportRoot) {
     EXPECT_EQ(client.OpenImportSource(root + "/fifo").status().code(), StatusCode::kInvalidArgument);
   }
   ExpectCleanExit(broker.pid);
+  ::kill(spoofer, SIGKILL);
+  ::waitpid(spoofer, nullptr, 0);
 }
 
 TEST_F(BrokerRootTest, WritesSandboxCgroupsOnlyUnderItsNameOverItsSocket) {
