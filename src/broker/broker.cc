@@ -1,6 +1,5 @@
 #include "broker/broker.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <limits.h>
@@ -24,6 +23,7 @@
 #include <string_view>
 
 #include "common/capabilities.h"
+#include "common/dir.h"
 #include "common/log.h"
 #include "common/seccomp_denylist.h"
 #include "common/syscall.h"
@@ -637,25 +637,17 @@ Result<nlohmann::json> Broker::VmStateDir(int root_fd) {
   // one link each (a second one would be a file of the tree beside). Each is acted on through
   // its own O_PATH descriptor: the node owns the directory and could swap a name for a link
   // meanwhile.
-  DIR* d = ::fdopendir(::fcntl(dir->get(), F_DUPFD_CLOEXEC, 0));
-  if (d == nullptr) return ErrnoStatus("fdopendir", what, errno);
-  Status st = Status::Ok();
-  while (struct dirent* e = ::readdir(d)) {
-    UniqueFd f(::openat(dir->get(), e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirAt(dir->get(), what));
+  for (const std::string& entry : names) {
+    UniqueFd f(::openat(dir->get(), entry.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     struct stat sb;
     if (!f.valid() || ::fstat(f.get(), &sb) != 0) continue;
     if (!S_ISREG(sb.st_mode) || sb.st_nlink != 1) continue;
-    if (::fchownat(f.get(), "", node, node, AT_EMPTY_PATH) != 0) {
-      st = ErrnoStatus("fchownat", what + "/" + e->d_name, errno);
-      break;
-    }
+    if (::fchownat(f.get(), "", node, node, AT_EMPTY_PATH) != 0) return ErrnoStatus("fchownat", what + "/" + entry, errno);
     if (::chmod(("/proc/self/fd/" + std::to_string(f.get())).c_str(), 0644) != 0) {
-      st = ErrnoStatus("chmod", what + "/" + e->d_name, errno);
-      break;
+      return ErrnoStatus("chmod", what + "/" + entry, errno);
     }
   }
-  ::closedir(d);
-  RETURN_IF_ERROR(st);
   return nlohmann::json::object();
 }
 

@@ -6,35 +6,27 @@
 #include <cerrno>
 #include <csignal>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/route.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
 
 namespace space {
 namespace {
 
-std::mutex route_mu;
-std::shared_ptr<const ChildKillRoute> route;  // GUARDED_BY(route_mu)
-
-std::shared_ptr<const ChildKillRoute> Route() {
-  std::lock_guard<std::mutex> lock(route_mu);
-  return route;
-}
+space::Route<ChildKillRoute> kill_route;
 
 }  // namespace
 
 void SetChildKillRoute(ChildKillRoute r) {
-  auto next = r ? std::make_shared<const ChildKillRoute>(std::move(r)) : nullptr;
-  std::lock_guard<std::mutex> lock(route_mu);
-  route = std::move(next);
+  kill_route.Set(r ? std::make_shared<const ChildKillRoute>(std::move(r)) : nullptr);
 }
 
 Status KillChild(int pidfd) {
   if (::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0) == 0 || errno == ESRCH) return Status::Ok();
   const int err = errno;
-  auto r = Route();
+  auto r = kill_route.Get();
   if (err != EPERM || !r) return ErrnoStatus("pidfd_send_signal", "SIGKILL to a child", err);
   Status st = (*r)(pidfd);
   if (st.code() == StatusCode::kNotFound) return Status::Ok();  // it exited meanwhile

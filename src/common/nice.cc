@@ -1,3 +1,4 @@
+#include "common/route.h"
 #include "common/nice.h"
 
 #include <sys/resource.h>
@@ -5,19 +6,12 @@
 
 #include <cerrno>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace space {
 namespace {
 
-std::mutex route_mu;
-std::shared_ptr<const NiceRoute> route;  // GUARDED_BY(route_mu)
-
-std::shared_ptr<const NiceRoute> Route() {
-  std::lock_guard<std::mutex> lock(route_mu);
-  return route;
-}
+space::Route<NiceRoute> nice_route;
 
 Status CheckNice(int nice) {
   if (nice < 0 || nice > 19) return InvalidArgument("nice value " + std::to_string(nice) + " is outside 0..19");
@@ -27,16 +21,14 @@ Status CheckNice(int nice) {
 }  // namespace
 
 void SetNiceRoute(NiceRoute r) {
-  auto next = r.child || r.thread ? std::make_shared<const NiceRoute>(std::move(r)) : nullptr;
-  std::lock_guard<std::mutex> lock(route_mu);
-  route = std::move(next);
+  nice_route.Set(r.child || r.thread ? std::make_shared<const NiceRoute>(std::move(r)) : nullptr);
 }
 
 Status SetChildNice(int pidfd, pid_t pid, int nice) {
   RETURN_IF_ERROR(CheckNice(nice));
   if (::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), nice) == 0) return Status::Ok();
   const int err = errno;
-  auto r = Route();
+  auto r = nice_route.Get();
   if ((err != EPERM && err != EACCES) || !r || !r->child) {
     return ErrnoStatus("setpriority", "child " + std::to_string(pid), err);
   }
@@ -48,7 +40,7 @@ Status SetThreadNice(int nice) {
   // PRIO_PROCESS with 0 names the calling thread on Linux.
   if (::setpriority(PRIO_PROCESS, 0, nice) == 0) return Status::Ok();
   const int err = errno;
-  auto r = Route();
+  auto r = nice_route.Get();
   if ((err != EPERM && err != EACCES) || !r || !r->thread) return ErrnoStatus("setpriority", "this thread", err);
   return r->thread(::gettid(), nice).Annotate("nice of this thread");
 }

@@ -1,6 +1,5 @@
 #include "node/node_user.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
@@ -9,6 +8,7 @@
 
 #include <cstring>
 
+#include "common/dir.h"
 #include "common/syscall.h"
 
 namespace space::node {
@@ -19,12 +19,8 @@ constexpr int kMaxDepth = 16;
 
 Status GiveEntries(int dir_fd, const std::string& what, dev_t dev, uid_t uid, int depth) {
   if (depth > kMaxDepth) return Conflict(what + ": deeper than " + std::to_string(kMaxDepth) + " levels");
-  DIR* d = ::fdopendir(::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0));
-  if (d == nullptr) return ErrnoStatus("fdopendir", what, errno);
-  Status st = Status::Ok();
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirAt(dir_fd, what));
+  for (const std::string& name : names) {
     // Each entry through its own O_PATH descriptor: what is checked is what is changed, even
     // were a process of the node's uid to swap the name meanwhile (it owns these directories).
     UniqueFd f(::openat(dir_fd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
@@ -33,20 +29,14 @@ Status GiveEntries(int dir_fd, const std::string& what, dev_t dev, uid_t uid, in
     if (sb.st_dev != dev || S_ISLNK(sb.st_mode)) continue;
     if (sb.st_uid == 0 && (S_ISDIR(sb.st_mode) || sb.st_nlink == 1) &&
         ::fchownat(f.get(), "", uid, uid, AT_EMPTY_PATH) != 0) {
-      st = ErrnoStatus("fchownat", what + "/" + name, errno);
-      break;
+      return ErrnoStatus("fchownat", what + "/" + name, errno);
     }
     if (!S_ISDIR(sb.st_mode)) continue;
     UniqueFd sub(::openat(f.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!sub.valid()) {
-      st = ErrnoStatus("open", what + "/" + name, errno);
-      break;
-    }
-    st = GiveEntries(sub.get(), what + "/" + name, dev, uid, depth + 1);
-    if (!st.ok()) break;
+    if (!sub.valid()) return ErrnoStatus("open", what + "/" + name, errno);
+    RETURN_IF_ERROR(GiveEntries(sub.get(), what + "/" + name, dev, uid, depth + 1));
   }
-  ::closedir(d);
-  return st;
+  return Status::Ok();
 }
 
 }  // namespace

@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
+#include "common/route.h"
 #include "common/clock.h"
 #include "common/syscall.h"
 
@@ -29,20 +29,13 @@ Status UtilStatus(const char* call, const std::string& path, btrfs_util_error er
   return Status(st.code(), st.message() + " [" + btrfs_util_strerror(err) + "]");
 }
 
-std::mutex route_mu;
-std::shared_ptr<const BtrfsAdminRoute> admin_route;  // GUARDED_BY(route_mu)
+space::Route<BtrfsAdminRoute> admin_route;
 
-std::shared_ptr<const BtrfsAdminRoute> Route() {
-  std::lock_guard<std::mutex> lock(route_mu);
-  return admin_route;
-}
 
 }  // namespace
 
 void SetBtrfsAdminRoute(BtrfsAdminRoute route) {
-  auto next = std::make_shared<const BtrfsAdminRoute>(std::move(route));
-  std::lock_guard<std::mutex> lock(route_mu);
-  admin_route = std::move(next);
+  admin_route.Set(std::make_shared<const BtrfsAdminRoute>(std::move(route)));
 }
 
 bool IsOnBtrfs(const std::string& path) {
@@ -51,7 +44,7 @@ bool IsOnBtrfs(const std::string& path) {
 }
 
 Status CreateSubvolume(const std::string& path) {
-  if (auto r = Route(); r && r->create_subvolume) return r->create_subvolume(path);
+  if (auto r = admin_route.Get(); r && r->create_subvolume) return r->create_subvolume(path);
   if (::geteuid() != 0) return PermissionDenied("btrfs create subvolume " + path + ": its top would not be uid 0's");
   errno = 0;
   btrfs_util_error err = btrfs_util_create_subvolume(path.c_str(), 0, nullptr, nullptr);
@@ -75,7 +68,7 @@ Status CreateSnapshot(const std::string& source, const std::string& path, bool r
   // the create path, where a round trip to the broker would cost. EPERM: a root its sandbox
   // chowned away from uid 0; EACCES: one it made unreadable (0700), which the node may not open.
   if (errno == EPERM || errno == EACCES) {
-    if (auto r = Route(); r && r->create_snapshot) return r->create_snapshot(source, path, read_only);
+    if (auto r = admin_route.Get(); r && r->create_snapshot) return r->create_snapshot(source, path, read_only);
   }
   return UtilStatus("btrfs snapshot", source + " -> " + path, err);
 }
@@ -89,7 +82,7 @@ Status CreateSnapshotAt(int source_fd, int parent_fd, const std::string& name, b
 }
 
 Status DeleteSubvolume(const std::string& path) {
-  if (auto r = Route(); r && r->delete_subvolume) return r->delete_subvolume(path);
+  if (auto r = admin_route.Get(); r && r->delete_subvolume) return r->delete_subvolume(path);
   errno = 0;
   btrfs_util_error err = btrfs_util_delete_subvolume(path.c_str(), BTRFS_UTIL_DELETE_SUBVOLUME_RECURSIVE);
   if (err == BTRFS_UTIL_OK) return Status::Ok();
@@ -150,7 +143,7 @@ Status KeepQuotaConsistent(const std::string& path, std::string* note) {
 }
 
 Result<bool> RescanIfInconsistent(const std::string& path) {
-  if (auto r = Route(); r && r->rescan_if_inconsistent) return r->rescan_if_inconsistent(path);
+  if (auto r = admin_route.Get(); r && r->rescan_if_inconsistent) return r->rescan_if_inconsistent(path);
   ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
   auto flag = ReadFileToString(dir + "/inconsistent", 16);
   if (!flag.ok() || flag->empty() || (*flag)[0] != '1') return false;
@@ -192,7 +185,7 @@ Result<uint64_t> QgroupExclusiveBytes(const std::string& subvol_path) {
 }
 
 Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {
-  if (auto r = Route(); r && r->set_exclusive_limit) return r->set_exclusive_limit(subvol_path, bytes);
+  if (auto r = admin_route.Get(); r && r->set_exclusive_limit) return r->set_exclusive_limit(subvol_path, bytes);
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY));
   return SetExclusiveLimitFd(fd.get(), bytes).Annotate(subvol_path);
 }

@@ -9,8 +9,8 @@
 
 #include <cerrno>
 #include <memory>
-#include <mutex>
 
+#include "common/route.h"
 #include "common/syscall.h"
 #include "runtime/ns/userns.h"
 
@@ -95,23 +95,13 @@ Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd, bool read_only) 
 }
 
 namespace {
-std::mutex idmap_route_mu;
-std::shared_ptr<const IdmapRoute> idmap_route;  // GUARDED_BY(idmap_route_mu)
+Route<IdmapRoute> idmap_route;
 }  // namespace
 
-void SetIdmapRoute(IdmapRoute r) {
-  auto next = r ? std::make_shared<const IdmapRoute>(std::move(r)) : nullptr;
-  std::lock_guard<std::mutex> lock(idmap_route_mu);
-  idmap_route = std::move(next);
-}
+void SetIdmapRoute(IdmapRoute r) { idmap_route.Set(r ? std::make_shared<const IdmapRoute>(std::move(r)) : nullptr); }
 
 Result<UniqueFd> IdmapTree(const IdmapRequest& request) {
-  std::shared_ptr<const IdmapRoute> r;
-  {
-    std::lock_guard<std::mutex> lock(idmap_route_mu);
-    r = idmap_route;
-  }
-  if (r) return (*r)(request);
+  if (auto r = idmap_route.Get()) return (*r)(request);
   ASSIGN_OR_RETURN(UniqueFd userns, OpenUserNs(request.pid));
   return MakeIdmappedRoot(request.dir_fd, userns.get(), request.read_only);
 }

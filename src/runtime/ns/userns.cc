@@ -5,16 +5,15 @@
 #include <unistd.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/route.h"
 #include "common/syscall.h"
 
 namespace space::runtime::ns {
 namespace {
 
-std::mutex route_mu;
-std::shared_ptr<const IdMapRoute> route;  // GUARDED_BY(route_mu)
+Route<IdMapRoute> id_map_route;
 
 }  // namespace
 
@@ -32,18 +31,11 @@ std::string GidMapText(IdMapShape shape, uint32_t uid_base, gid_t kvm_gid) {
 }
 
 void SetIdMapRoute(IdMapRoute r) {
-  auto next = r ? std::make_shared<const IdMapRoute>(std::move(r)) : nullptr;
-  std::lock_guard<std::mutex> lock(route_mu);
-  route = std::move(next);
+  id_map_route.Set(r ? std::make_shared<const IdMapRoute>(std::move(r)) : nullptr);
 }
 
 Status MapIds(const IdMapRequest& request) {
-  std::shared_ptr<const IdMapRoute> r;
-  {
-    std::lock_guard<std::mutex> lock(route_mu);
-    r = route;
-  }
-  if (r) return (*r)(request).Annotate("map the user namespace's ids");
+  if (auto r = id_map_route.Get()) return (*r)(request).Annotate("map the user namespace's ids");
   return WriteIdMaps(request.pid, UidMapText(request.shape, request.uid_base),
                      GidMapText(request.shape, request.uid_base, request.kvm_gid));
 }

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/route.h"
 #include "common/clock.h"
 #include "common/kill_child.h"
 #include "common/log.h"
@@ -51,17 +52,13 @@ Result<UniqueFd> OpenBeneath(int dir, const std::string& name, uint64_t flags, c
   return UniqueFd(static_cast<int>(fd));
 }
 
-}  // namespace
+Route<std::function<Status(const std::string&)>> state_dir_route;
 
-namespace {
-std::mutex state_dir_route_mu;
-std::shared_ptr<const std::function<Status(const std::string&)>> state_dir_route;  // GUARDED_BY(state_dir_route_mu)
 }  // namespace
 
 void SetVmStateDirRoute(std::function<Status(const std::string& rootfs)> route) {
-  auto next = std::make_shared<const std::function<Status(const std::string&)>>(std::move(route));
-  std::lock_guard<std::mutex> lock(state_dir_route_mu);
-  state_dir_route = std::move(next);
+  state_dir_route.Set(route ? std::make_shared<const std::function<Status(const std::string&)>>(std::move(route))
+                            : nullptr);
 }
 
 Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create) {
@@ -69,12 +66,7 @@ Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create) {
   ASSIGN_OR_RETURN(UniqueFd root, OpenFd(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   const std::string what = rootfs + "/" + kVmStateDir;
   if (create) {
-    std::shared_ptr<const std::function<Status(const std::string&)>> route;
-    {
-      std::lock_guard<std::mutex> lock(state_dir_route_mu);
-      route = state_dir_route;
-    }
-    if (route && *route) {
+    if (auto route = state_dir_route.Get()) {
       RETURN_IF_ERROR((*route)(rootfs));
       create = false;
     }
