@@ -5,7 +5,7 @@ binary where the node ran them itself with CAP_DAC_READ_SEARCH (SPACE_BIN_BASE).
     SPACE_BIN=build/bin/space SPACE_BIN_BASE=/tmp/base-e62/bin/space python3 bench/vm_disk_image.py [--rounds 3]
 
 Each sample is a fresh `space dev` (so an empty image cache) with template checkpoints off,
-whose first vm create builds the busybox template's image: the create's `vm_assets` step (the
+whose first vm create builds the busybox template's image: the create's `vm.vm_assets` step (the
 guest kernel and initramfs are cached host-wide, so it is the image and its clone), then a
 second create's `vm_assets` (the clone alone). Rounds alternate the binaries' order, so the
 host's drift weighs on both alike. Prints p50/p90/p99 in milliseconds and the p50 ratio
@@ -32,7 +32,7 @@ def sample(binary):
             st, d = s.json("POST", "/v1/sandboxes?wait=true", VM, timeout=600)
             if st != 201 or d["sandbox"]["state"] != "running":
                 raise RuntimeError("create failed: %s %s\n%s" % (st, d, s.log_tail()))
-            out.append(float(d["sandbox"]["timings"]["steps"]["vm_assets"]))
+            out.append(float(d["sandbox"]["timings"]["steps"]["vm.vm_assets"]))
             s.json("DELETE", "/v1/sandboxes/%s?wait=true" % d["sandbox"]["id"])
         return out
     finally:
