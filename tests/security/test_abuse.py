@@ -9,10 +9,10 @@ of whatever else shares the machine weighs on both alike. While the abuse runs, 
 alternates windows: the abuser paused (its cgroup frozen: the "idle" samples) and resumed
 (the "abused" samples), WINDOWS times; the statistic is the median (p50) of each side's
 samples, and the bound is p50(abused) <= MAX_RATIO * p50(idle). A set over the bound is measured
-once more (the abuse still running) and the second set decides; both are printed. MAX_RATIO is 2 (the issue's
-bound) for `make abuse`; `make test` runs these tests with 3, since on this 2-vCPU host single
-runs measure up to x2.9 (docs/security.md, "Abuse"): there the bound catches a starved node or
-neighbour, and the printed ratios are the measurement.
+again (the abuse still running), up to RETRIES times, and the last set decides; every set is
+printed. A starved neighbour fails every set; a one-off spike on this noisy 2-vCPU host (single
+sets have measured up to x2.9, docs/security.md "Abuse") does not. MAX_RATIO is 2, the issue's
+bound, for `make abuse` and `make test` alike.
 
 Needs root and the Debian `base` template (cached in SPACE_TEST_DATA_DIR)."""
 import os
@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from harness import SPACE_BIN, Server, delete_snapshots, is_root  # noqa: E402
 
 MAX_RATIO = float(os.environ.get("SPACE_ABUSE_MAX_RATIO", "2"))
+RETRIES = 2          # window sets measured again when one is over the bound; the last decides
 WINDOWS = 6          # idle/abused window pairs per abuse
 PER_WINDOW = 8       # neighbour execs per window
 SETTLE_S = 0.25      # after a pause/resume, before sampling
@@ -114,12 +115,14 @@ class AbuseTest(unittest.TestCase):
                 self.assertGreaterEqual(len(busy), 3 * PER_WINDOW, "the abuse ended before the neighbour was measured")
                 return idle, busy
             idle, busy = measure()
-            first = ""
-            if statistics.median(busy) > MAX_RATIO * statistics.median(idle) and t.is_alive():
+            earlier = []
+            while (statistics.median(busy) > MAX_RATIO * statistics.median(idle) and t.is_alive()
+                   and len(earlier) < RETRIES):
                 # A noisy host (this one is two paravirtualized vCPUs) sometimes measures one
-                # window set far above the rest; a starved neighbour fails both sets.
-                first = " (first set x%.2f, measured again)" % (statistics.median(busy) / statistics.median(idle))
+                # window set far above the rest; a starved neighbour fails every set.
+                earlier.append("x%.2f" % (statistics.median(busy) / statistics.median(idle)))
                 idle, busy = measure()
+            first = " (earlier sets %s, measured again)" % ", ".join(earlier) if earlier else ""
             st, rec = self.s.json("GET", "/v1/sandboxes/%s" % sid)
             self.assertEqual(st, 200, rec)
             for h in rec.get("limits_hit", []):
