@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         again->runtime != req->runtime || again->id != req->id || again->frozen != req->frozen ||
         again->limits.cpus != req->limits.cpus || again->limits.memory_bytes != req->limits.memory_bytes ||
         again->limits.pids_max != req->limits.pids_max || again->name != req->name ||
-        again->read_only != req->read_only || again->present != req->present) {
+        again->read_only != req->read_only || again->present != req->present || again->source != req->source) {
       std::abort();
     }
   }
