@@ -6,8 +6,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"

@@ -33,11 +33,12 @@ Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const Pro
 // A path not below `import_root` is kPermissionDenied. O_NONBLOCK: a FIFO must not hang it.
 Result<UniqueFd> OpenImportSource(const std::string& import_root, const std::string& source);
 
-// Extracts a host directory or tarball open as `source_fd` (OpenImportSource; `source` names it
-// in messages) into `dir`: gzip, bzip2, xz, zstd, lzip, lzma or compress, by its magic;
-// numeric owners, modes, user.* and security.capability xattrs. This process reads the
-// source, which an admin named, and `tar -x` writes the tree in a step through `runner`,
-// reading the stream on its stdin. Device nodes below dev/ are left out:
+// Extracts a host directory or tarball open as `source_fd` (OpenImportSource, or the root
+// broker's import_open; `source` names it in messages) into `dir`: gzip, bzip2, xz, zstd,
+// lzip, lzma or compress, by its magic; numeric owners, modes, user.* and security.capability
+// xattrs. `tar -x` writes the tree in a step through `runner`: a tarball is its stdin; a
+// directory (any descriptor of it, O_PATH will do) is the step's source (ToolRun::source_dir_fd),
+// which `tar -c` in the same step reads, so this process reads none of it. Device nodes below dev/ are left out:
 // every runtime mounts its own /dev there, and a user namespace cannot make them; one
 // anywhere else fails the import, and so does an owner beyond 65535 (the ids a template, like
 // a sandbox, maps). A tree with a .space-vm (the vm runtime's own state) is refused.
