@@ -472,16 +472,21 @@ Result<nlohmann::json> Broker::IdmapTree(const Request& request, int dir_fd, int
   // Or, read-only, an import's source directory: what an admin let imports read (import_open),
   // read in the build jail instead of with a host privilege in the node.
   std::string path;
-  if (Result<std::string> import = ImportPathOf(dir_fd); request.read_only && import.ok()) {
-    path = *import;
-  } else {
-    ASSIGN_OR_RETURN(path, PoolPathOf(dir_fd, "idmap_tree",
-                                      request.read_only ? IsReadOnlyIdmappablePoolPath : IsIdmappablePoolPath));
+  Result<std::string> in_pool =
+      PoolPathOf(dir_fd, "idmap_tree", request.read_only ? IsReadOnlyIdmappablePoolPath : IsIdmappablePoolPath);
+  if (in_pool.ok()) {
+    path = *in_pool;
     // And a subvolume's own root: the kernel refuses hard links across subvolumes (EXDEV), so no
     // host file can have been linked into the tree first, whatever filesystem holds the pool.
     if (!storage::IsSubvolumeFd(dir_fd)) {
       return PermissionDenied("idmap_tree: " + path + " is not a btrfs subvolume");
     }
+  } else if (request.read_only) {
+    Result<std::string> import = ImportPathOf(dir_fd);
+    if (!import.ok()) return in_pool.status();
+    path = *import;
+  } else {
+    return in_pool.status();
   }
   // For whom: a child of the node whose own user namespace, right under the host's, maps root
   // to exactly this leased slot (so never the VMM's, the front's or the worker's one-id maps).
