@@ -159,6 +159,27 @@ class LifecycleTest(unittest.TestCase):
         for x in (kid, sid):
             self.assertIn(self.s.call("DELETE", "/v1/sandboxes/" + x)[0], (202, 204))
 
+    def test_fork_of_a_root_with_a_link_at_a_mount_point(self):
+        # A sandbox's root may put a link where the runtime makes a mount point (/tmp), aimed
+        # at a host path. The fork's start refuses to mount over it, whether the node checks
+        # the root (readable) or, once its root made / unreadable to every other uid, the fork's
+        # init does (ChildOp::kMountPoint, as root of its namespace).
+        for name, lock in (("readable", ""), ("unreadable", " && chmod 0700 /")):
+            with self.subTest(name):
+                sid = self.s.create()
+                self.sh(sid, "rm -rf /tmp && ln -s /etc /tmp" + lock)
+                snap = self.snapshot(sid, "linked-tmp-" + name)
+                st, d = self.s.json("POST", "/v1/sandboxes/%s/fork?wait=true" % sid,
+                                    {"snapshot": snap["id"], "count": 1})
+                self.assertEqual(st, 201, d)
+                kid = d["sandboxes"][0]
+                self.assertEqual((kid["state"], d["operations"][0]["state"]), ("failed", "failed"), d)
+                # readable: "step mount_points: rootfs/tmp is a symlink or not a directory";
+                # unreadable: "step mount_proc: open /tmp: ELOOP" (the init's check).
+                self.assertRegex(kid.get("error", ""), "tmp.*(symlink|ELOOP)", d)
+                for x in (kid["id"], sid):
+                    self.assertIn(self.s.call("DELETE", "/v1/sandboxes/%s?wait=true" % x)[0], (200, 202, 204))
+
     def test_background_process_survives_pause_and_snapshot(self):
         sid = self.s.create()
         st, d = self.s.json("POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": ["sh", "-c", "echo a; cat; echo z"]})
