@@ -232,6 +232,9 @@ Result<uint16_t> HttpServer::Start() {
   acceptor_->assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
   if (ec) return Unavailable("adopt listening socket: " + ec.message());
   (void)owned.release();  // the acceptor owns it now
+  // Accepts only after poll says a client waits (AcceptLoop), so the accept never blocks.
+  acceptor_->non_blocking(true, ec);
+  if (ec) return Unavailable("listening socket: non-blocking: " + ec.message());
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   return port;
 }
@@ -265,10 +268,18 @@ void HttpServer::Stop() {
 
 void HttpServer::AcceptLoop() {
   while (!stopping_) {
+    // Waits in poll, not in accept: a thread killed while blocked in accept(2) still dequeues
+    // a client that arrives before it runs again (the kernel looks at the queue before the
+    // pending signal), and that client is reset as the process dies. An API front killed that
+    // way would lose it; from poll, the client stays queued for the next front.
+    pollfd p{acceptor_->native_handle(), POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0) continue;  // EINTR
+    if (stopping_) return;
     beast::error_code ec;
     tcp::socket socket(io_);
     acceptor_->accept(socket, ec);
     if (!ec) (void)::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) continue;  // taken or gone
     if (ec) {
       if (stopping_) return;
       LogWarn("http", "accept: " + ec.message());
