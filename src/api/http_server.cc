@@ -8,10 +8,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "common/clock.h"
 #include "common/datagram.h"
@@ -235,6 +237,8 @@ Result<uint16_t> HttpServer::Start() {
   // Accepts only after poll says a client waits (AcceptLoop), so the accept never blocks.
   acceptor_->non_blocking(true, ec);
   if (ec) return Unavailable("listening socket: non-blocking: " + ec.message());
+  accept_wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!accept_wake_.valid()) return ErrnoStatus("eventfd", "accept loop", errno);
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   return port;
 }
@@ -249,9 +253,9 @@ void HttpServer::Stop() {
     channel_threads.swap(channel_threads_);
   }
   for (std::thread& t : channel_threads) t.join();
-  if (acceptor_) {
-    // close() does not wake a thread blocked in accept(); shutdown() does (EINVAL).
-    ::shutdown(acceptor_->native_handle(), SHUT_RDWR);
+  if (accept_wake_.valid()) {
+    const uint64_t one = 1;
+    (void)!::write(accept_wake_.get(), &one, sizeof one);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
   if (acceptor_) {
@@ -272,9 +276,15 @@ void HttpServer::AcceptLoop() {
     // a client that arrives before it runs again (the kernel looks at the queue before the
     // pending signal), and that client is reset as the process dies. An API front killed that
     // way would lose it; from poll, the client stays queued for the next front.
-    pollfd p{acceptor_->native_handle(), POLLIN, 0};
-    if (::poll(&p, 1, -1) < 0) continue;  // EINTR
-    if (stopping_) return;
+    pollfd p[2] = {{acceptor_->native_handle(), POLLIN, 0}, {accept_wake_.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno != EINTR) {
+        LogWarn("http", std::string("poll: ") + std::strerror(errno));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      continue;
+    }
+    if (stopping_ || p[1].revents != 0) return;
     beast::error_code ec;
     tcp::socket socket(io_);
     acceptor_->accept(socket, ec);

@@ -84,6 +84,9 @@ class HttpServer {
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::thread accept_thread_;
+  // Stop wakes the accept thread through this eventfd. Not by shutdown(2) of the listening
+  // socket: a front shares that socket with the node and every later front.
+  UniqueFd accept_wake_;
   std::atomic<bool> stopping_{false};
   std::mutex conns_mu_;
   std::condition_variable conns_cv_;
