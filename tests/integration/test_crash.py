@@ -87,18 +87,17 @@ class CrashTest(unittest.TestCase):
         old = api_fronts(node)
         self.assertEqual(len(old), 1, old)
         os.kill(old[0], signal.SIGKILL)
-        # Wait until the node has reaped it, so the client below connects while no front runs.
-        # (A client that connects during the old front's death is the unit test's:
-        # http_server_test AKilledServerLeavesTheNextClientQueued. Before the front waited in
-        # poll, a killed front's blocking accept could take and reset it, here as in CI.)
+        # Once the node has reaped it, and while no front accepts (the node waits 0.5 s before
+        # it starts the next), a client waits in the listen queue and is served by the next front
+        # (whose first accept must not race its "ready" to the node). A client that connects
+        # during the old front's death is the unit test's: http_server_test
+        # AKilledServerLeavesTheNextClientQueued (before the front waited in poll, a killed
+        # front's blocking accept could take and reset it, here as in CI).
         for _ in range(500):
             if not os.path.exists("/proc/%d" % old[0]):
                 break
             time.sleep(0.01)
         self.assertFalse(os.path.exists("/proc/%d" % old[0]), "the node did not reap its API front")
-        # A client that connects while no front accepts (the node waits before it starts the next
-        # one) waits in the listen queue and is served by the next front (whose first accept must
-        # not race its "ready" to the node).
         queued = {}
 
         def wait_queued():
