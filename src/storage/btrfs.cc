@@ -15,8 +15,8 @@
 #include <cstring>
 #include <memory>
 
-#include "common/route.h"
 #include "common/clock.h"
+#include "common/route.h"
 #include "common/syscall.h"
 
 namespace space::storage {
@@ -30,7 +30,6 @@ Status UtilStatus(const char* call, const std::string& path, btrfs_util_error er
 }
 
 space::Route<BtrfsAdminRoute> admin_route;
-
 
 }  // namespace
 
