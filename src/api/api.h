@@ -1,4 +1,4 @@
-// Api: the v1 REST + SSE surface of API.md. Authenticates each request, parses it into a
+// Api: the v1 REST + SSE surface (docs/openapi.yaml). Authenticates each request, parses it into a
 // typed call on the Node, and renders the result. Parsing only: no lifecycle logic here.
 // Thread-safe (handlers run on many connection threads).
 #pragma once

@@ -87,7 +87,7 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
     if (!IsId(*snap, "snap")) return res.SendError(NotFound("snapshot " + *snap + " not found"));
     auto op = node_->Rollback(req.team, id, *snap);
     if (!op.ok()) return res.SendError(op.status());
-    // Rollback answers with the sandbox once it runs again (API.md: "→ sandbox").
+    // Rollback answers with the sandbox once it runs again (the v1 API's "→ sandbox").
     auto done = node_->WaitOperation(req.team, op->id, kWaitMs);
     if (!done.ok()) return res.SendError(done.status());
     if (done->state == "failed") return res.SendError(Internal("rollback failed: " + done->error));

@@ -1,4 +1,4 @@
-// The `space` command line: `space dev` and the API client commands of API.md.
+// The `space` command line: `space dev` and the v1 API's client commands (docs/openapi.yaml).
 #pragma once
 
 namespace space::cli {

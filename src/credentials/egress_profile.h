@@ -1,4 +1,4 @@
-// Egress profiles: named, additive allowlists of where a sandbox may connect (DESIGN.md §5).
+// Egress profiles: named, additive allowlists of where a sandbox may connect (docs/egress.md).
 // A sandbox's effective policy is the union of the profiles chosen at creation; no profile
 // means no egress. Parsing is strict because a profile is enforced by the gateway and
 // firewall: a rule that parses loosely is a hole. Plain value types and pure functions.

@@ -1,4 +1,4 @@
-// Gateway: the one egress point of a node (DESIGN.md §5). Sandboxes reach nothing but this;
+// Gateway: the one egress point of a node (docs/egress.md). Sandboxes reach nothing but this;
 // the firewall (network/firewall.h) sends their DNS, HTTP, HTTPS and other TCP here. It
 //  - answers DNS only for names some profile of the asking sandbox allows (NXDOMAIN else);
 //  - proxies HTTP (transparent on port 80, explicit on gateway:3128, CONNECT included) and

@@ -56,7 +56,7 @@ struct NodeConfig {
   // The pool as `space dev` brought it into service while it still held CAP_SYS_ADMIN
   // (storage::MountPool); unset: Start mounts it itself.
   std::optional<storage::PoolMount> pool_mount;
-  // Egress (DESIGN.md §5). Off: sandboxes get loopback only and egress profiles are refused.
+  // Egress (docs/egress.md). Off: sandboxes get loopback only and egress profiles are refused.
   bool egress = true;
   std::string egress_upstream_dns;  // "ip[:port]" the gateway resolves with; default resolv.conf
   std::string egress_upstream_ca;   // extra CA file trusted for upstream TLS (tests)
