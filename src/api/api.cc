@@ -3,10 +3,10 @@
 
 #include <vector>
 
-#include "api/validate.h"
 #include "common/clock.h"
 #include "common/random.h"
 #include "common/syscall.h"
+#include "http/validate.h"
 
 namespace space::api {
 

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "api/authenticator.h"
-#include "api/http.h"
-#include "api/rate_limiter.h"
+#include "http/authenticator.h"
+#include "http/http.h"
+#include "http/rate_limiter.h"
 #include "node/node.h"
 
 namespace space::api {

@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
-#include "api/validate.h"
+#include "http/validate.h"
 
 namespace space::api {
 namespace {

@@ -2,9 +2,9 @@
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
-#include "api/encoding.h"
-#include "api/validate.h"
 #include "common/clock.h"
+#include "http/encoding.h"
+#include "http/validate.h"
 
 namespace space::api {
 namespace {

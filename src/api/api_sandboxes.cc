@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "api/api.h"
-#include "api/validate.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "http/validate.h"
 
 namespace space::api {
 namespace {

@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "api/http_server.h"
 #include "cli/dev.h"
 #include "common/log.h"
 #include "controlplane/controllers.h"
 #include "controlplane/router.h"
+#include "http/http_server.h"
 #include "store/open_store.h"
 
 namespace space::cli {

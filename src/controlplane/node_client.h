@@ -12,8 +12,8 @@
 #include <string>
 #include <utility>
 
-#include "api/http.h"
 #include "common/result.h"
+#include "http/http.h"
 
 namespace space::controlplane {
 

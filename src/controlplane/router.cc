@@ -2,12 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/validate.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "controlplane/node_client.h"
 #include "controlplane/scheduler.h"
+#include "http/validate.h"
 
 namespace space::controlplane {
 namespace {

@@ -16,8 +16,8 @@
 #include <mutex>
 #include <string>
 
-#include "api/authenticator.h"
-#include "api/http.h"
+#include "http/authenticator.h"
+#include "http/http.h"
 #include "store/store.h"
 
 namespace space::controlplane {

@@ -1,10 +1,10 @@
 // @e2b/code-interpreter's HTTP API (port 49999: /execute, /contexts) relayed to the
 // sandbox's execution service (exec_service.py), which the node starts on first use.
-#include "api/validate.h"
 #include "e2b/control_errors.h"
 #include "e2b/e2b.h"
 #include "e2b/exec_service.h"
 #include "e2b/proto_json.h"
+#include "http/validate.h"
 
 namespace space::e2b {
 namespace {

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/http.h"
 #include "common/status.h"
+#include "http/http.h"
 
 namespace space::e2b {
 

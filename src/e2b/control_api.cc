@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <set>
 
-#include "api/validate.h"
 #include "common/clock.h"
 #include "e2b/control_errors.h"
 #include "e2b/e2b.h"
+#include "http/validate.h"
 
 namespace space::e2b {
 namespace {

@@ -3,8 +3,8 @@
 // numeric code (404 -> not found / false, 409 -> already paused), so the body must carry it.
 #pragma once
 
-#include "api/http.h"
 #include "common/status.h"
+#include "http/http.h"
 
 namespace space::e2b {
 

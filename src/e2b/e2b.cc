@@ -4,13 +4,13 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 
-#include "api/validate.h"
 #include "common/base64.h"
 #include "common/random.h"
 #include "common/syscall.h"
 #include "e2b/connect.h"
 #include "e2b/control_errors.h"
 #include "e2b/exec_service.h"
+#include "http/validate.h"
 
 namespace space::e2b {
 namespace {

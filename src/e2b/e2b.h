@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/authenticator.h"
-#include "api/http.h"
+#include "http/authenticator.h"
+#include "http/http.h"
 #include "node/node.h"
 
 namespace space::e2b {

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/http.h"
 #include "common/result.h"
+#include "http/http.h"
 
 namespace space::e2b {
 

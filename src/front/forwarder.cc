@@ -14,11 +14,11 @@
 #include <optional>
 #include <string>
 
-#include "api/http_server.h"
 #include "common/clock.h"
 #include "common/datagram.h"
 #include "common/log.h"
 #include "common/syscall.h"
+#include "http/http_server.h"
 
 namespace space::front {
 namespace {

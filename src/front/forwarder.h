@@ -3,7 +3,7 @@
 // re-serialized: only the method, the target, the end-to-end headers and a Content-Length
 // body; hop-by-hop headers and the client's framing stay behind. Node connections are
 // socketpairs whose other end went to the node over the connection channel
-// (api/http_server.h); one that ends a whole response is kept for the next request (at most
+// (http/http_server.h); one that ends a whole response is kept for the next request (at most
 // kMaxIdle, each for kIdleKeepNs, well inside the node's 60 s keep-alive). The node's answer comes back whole (Send) or, for a stream
 // (server-sent events, Connect streams), piece by piece as the node writes it.
 //
@@ -18,8 +18,8 @@
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include "api/http.h"
 #include "common/result.h"
+#include "http/http.h"
 
 namespace space::front {
 

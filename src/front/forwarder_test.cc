@@ -14,7 +14,7 @@
 #include <atomic>
 #include <thread>
 
-#include "api/http_server.h"
+#include "http/http_server.h"
 
 namespace space::front {
 namespace {

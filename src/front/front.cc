@@ -15,7 +15,6 @@
 #include <iostream>
 #include <string>
 
-#include "api/http_server.h"
 #include "common/datagram.h"
 #include "common/host_slots.h"
 #include "common/log.h"
@@ -23,6 +22,7 @@
 #include "common/syscall.h"
 #include "common/unique_fd.h"
 #include "front/forwarder.h"
+#include "http/http_server.h"
 
 namespace space::front {
 namespace {

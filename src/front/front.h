@@ -6,7 +6,7 @@
 // also refuses socket(), connect(), bind() and listen(): it can accept on the socket it was
 // given and reach the node over its channel, and nothing else.
 //
-// Slow and oversized clients (api/http_server.h limits) end here. Each request it has read
+// Slow and oversized clients (http/http_server.h limits) end here. Each request it has read
 // whole goes to the node re-serialized (forwarder.h); the node still parses that request, its
 // JSON and its authentication, as root, until the API handlers move out of the node too.
 //

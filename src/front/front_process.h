@@ -12,10 +12,10 @@
 #include <mutex>
 #include <thread>
 
-#include "api/http_server.h"
 #include "common/helper_spawn.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "http/http_server.h"
 
 namespace space::front {
 

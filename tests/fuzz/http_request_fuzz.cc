@@ -1,5 +1,5 @@
 // libFuzzer target: the API's request parsing path up to the handlers, as the server runs it
-// (api/http_server.cc): Beast's request parser with the server's header and body limits, the
+// (http/http_server.cc): Beast's request parser with the server's header and body limits, the
 // target split into a decoded path and query (ParseTarget), then the JSON body and path
 // checks every handler starts with. Nothing may crash, hang or throw out.
 #include <boost/beast/core/flat_buffer.hpp>
@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "api/http.h"
-#include "api/validate.h"
+#include "http/http.h"
+#include "http/validate.h"
 
 namespace http = boost::beast::http;
 

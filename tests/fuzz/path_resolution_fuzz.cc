@@ -1,6 +1,6 @@
 // libFuzzer target: how request paths become sandbox paths. The E2B surface resolves relative
 // paths and "~" against the user's home (e2b/proto_json.h ResolvePath), the v1 API checks
-// paths (api/validate.h CheckSandboxPath), and the guest splits parent and name
+// paths (http/validate.h CheckSandboxPath), and the guest splits parent and name
 // (guest/files.h SplitParent) before it acts inside the sandbox. Checked properties: an
 // accepted path is absolute, bounded and NUL-free, and splitting never loses the name.
 #include <cstddef>
@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "api/validate.h"
 #include "e2b/proto_json.h"
 #include "guest/files.h"
+#include "http/validate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string in(reinterpret_cast<const char*>(data), size);

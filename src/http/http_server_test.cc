@@ -1,7 +1,7 @@
 // HttpServer's accept loop, as an API front uses it: the listening socket is shared with the
 // node and with every later front, so neither a front's death nor its orderly stop may cost
 // that socket a client, or its listening.
-#include "api/http_server.h"
+#include "http/http_server.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "api/validate.h"
+#include "http/validate.h"
 
 #include <gtest/gtest.h>
 

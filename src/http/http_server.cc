@@ -1,4 +1,4 @@
-#include "api/http_server.h"
+#include "http/http_server.h"
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/write.hpp>

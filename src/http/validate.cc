@@ -1,4 +1,4 @@
-#include "api/validate.h"
+#include "http/validate.h"
 
 namespace space::api {
 

@@ -1,4 +1,4 @@
-#include "api/http.h"
+#include "http/http.h"
 
 #include "common/result.h"
 

@@ -1,4 +1,4 @@
-#include "api/rate_limiter.h"
+#include "http/rate_limiter.h"
 
 #include <gtest/gtest.h>
 

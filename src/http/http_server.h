@@ -22,10 +22,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "api/http.h"
 #include "common/datagram.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "http/http.h"
 
 namespace space::api {
 

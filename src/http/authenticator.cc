@@ -1,10 +1,10 @@
-#include "api/authenticator.h"
+#include "http/authenticator.h"
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-#include "api/validate.h"
 #include "common/clock.h"
+#include "http/validate.h"
 
 namespace space::api {
 

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "api/http.h"
-#include "api/rate_limiter.h"
+#include "http/http.h"
+#include "http/rate_limiter.h"
 #include "store/store.h"
 
 namespace space::api {
