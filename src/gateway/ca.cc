@@ -15,40 +15,57 @@ namespace {
 
 constexpr size_t kMaxContexts = 1024;
 
-EVP_PKEY* NewKey() { return EVP_EC_gen("P-256"); }
+EvpPkeyPtr NewKey() { return EvpPkeyPtr(EVP_EC_gen("P-256")); }
 
 bool AddExt(X509* cert, X509* issuer, int nid, const char* value) {
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
-  if (ext == nullptr) return false;
-  bool ok = X509_add_ext(cert, ext, -1) == 1;
-  X509_EXTENSION_free(ext);
-  return ok;
+  X509ExtensionPtr ext(X509V3_EXT_conf_nid(nullptr, &ctx, nid, value));
+  return ext != nullptr && X509_add_ext(cert, ext.get(), -1) == 1;
 }
 
 bool RandomSerial(X509* cert) {
   unsigned char buf[16];
   if (RAND_bytes(buf, sizeof buf) != 1) return false;
   buf[0] &= 0x7f;
-  BIGNUM* bn = BN_bin2bn(buf, sizeof buf, nullptr);
-  bool ok = bn && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert)) != nullptr;
-  BN_free(bn);
-  return ok;
+  BignumPtr bn(BN_bin2bn(buf, sizeof buf, nullptr));
+  return bn != nullptr && BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert)) != nullptr;
+}
+
+// What a memory BIO holds, as a string.
+std::string MemBioText(BIO* bio) {
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio, &data);
+  return std::string(data, static_cast<size_t>(n));
 }
 
 Result<std::string> ToPem(X509* cert) {
-  BIO* bio = BIO_new(BIO_s_mem());
-  if (!bio || PEM_write_bio_X509(bio, cert) != 1) {
-    BIO_free(bio);
-    return Internal("PEM_write_bio_X509: " + OpenSslError());
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_X509(bio.get(), cert) != 1) return Internal("PEM_write_bio_X509: " + OpenSslError());
+  return MemBioText(bio.get());
+}
+
+Result<std::string> KeyToPem(EVP_PKEY* key) {
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    return Internal("PEM_write_bio_PrivateKey: " + OpenSslError());
   }
-  char* data;
-  long n = BIO_get_mem_data(bio, &data);
-  std::string out(data, static_cast<size_t>(n));
-  BIO_free(bio);
-  return out;
+  return MemBioText(bio.get());
+}
+
+// Parses PEM text; null (and the reason in OpenSSL's error queue) when it holds no key or
+// no certificate.
+EvpPkeyPtr ReadKeyPem(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) return nullptr;
+  return EvpPkeyPtr(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+}
+
+X509Ptr ReadCertPem(const std::string& pem) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) return nullptr;
+  return X509Ptr(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
 }
 
 }  // namespace
@@ -62,23 +79,14 @@ std::string OpenSslError() {
   return buf;
 }
 
-CertAuthority::~CertAuthority() {
-  for (auto& [h, ctx] : contexts_) SSL_CTX_free(ctx);
-  EVP_PKEY_free(ca_key_);
-  EVP_PKEY_free(leaf_key_);
-  X509_free(ca_cert_);
-}
+CertAuthority::~CertAuthority() = default;
 
 Result<std::unique_ptr<CertAuthority>> CertAuthority::FromPem(const std::string& cert_pem, const std::string& key_pem) {
   std::unique_ptr<CertAuthority> ca(new CertAuthority());
-  BIO* kb = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
-  ca->ca_key_ = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
-  BIO_free(kb);
-  BIO* cb = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
-  ca->ca_cert_ = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
-  BIO_free(cb);
+  ca->ca_key_ = ReadKeyPem(key_pem);
+  ca->ca_cert_ = ReadCertPem(cert_pem);
   if (!ca->ca_key_ || !ca->ca_cert_) return InvalidArgument("gateway CA PEM is unreadable: " + OpenSslError());
-  if (X509_check_private_key(ca->ca_cert_, ca->ca_key_) != 1) {
+  if (X509_check_private_key(ca->ca_cert_.get(), ca->ca_key_.get()) != 1) {
     return InvalidArgument("gateway CA key does not match its certificate: " + OpenSslError());
   }
   ca->cert_pem_ = cert_pem;
@@ -100,18 +108,14 @@ Result<std::unique_ptr<CertAuthority>> CertAuthority::LoadOrCreate(const std::st
   auto key_pem = ReadFileToString(key_path, 64 << 10);
   auto cert_pem = ReadFileToString(cert_path, 64 << 10);
   if (key_pem.ok() && cert_pem.ok()) {
-    BIO* kb = BIO_new_mem_buf(key_pem->data(), static_cast<int>(key_pem->size()));
-    ca->ca_key_ = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
-    BIO_free(kb);
-    BIO* cb = BIO_new_mem_buf(cert_pem->data(), static_cast<int>(cert_pem->size()));
-    ca->ca_cert_ = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
-    BIO_free(cb);
+    ca->ca_key_ = ReadKeyPem(*key_pem);
+    ca->ca_cert_ = ReadCertPem(*cert_pem);
     if (!ca->ca_key_ || !ca->ca_cert_) return Internal("gateway CA in " + dir + " is unreadable: " + OpenSslError());
     ca->cert_pem_ = *cert_pem;
   } else {
     ca->ca_key_ = NewKey();
-    ca->ca_cert_ = X509_new();
-    X509* c = ca->ca_cert_;
+    ca->ca_cert_.reset(X509_new());
+    X509* c = ca->ca_cert_.get();
     if (!ca->ca_key_ || !c) return Internal("gateway CA key: " + OpenSslError());
     X509_set_version(c, 2);
     X509_NAME* name = X509_get_subject_name(c);
@@ -121,18 +125,13 @@ Result<std::unique_ptr<CertAuthority>> CertAuthority::LoadOrCreate(const std::st
     X509_set_issuer_name(c, name);
     X509_gmtime_adj(X509_getm_notBefore(c), -3600);
     X509_gmtime_adj(X509_getm_notAfter(c), 10L * 365 * 24 * 3600);
-    if (!RandomSerial(c) || X509_set_pubkey(c, ca->ca_key_) != 1 ||
+    if (!RandomSerial(c) || X509_set_pubkey(c, ca->ca_key_.get()) != 1 ||
         !AddExt(c, c, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
         !AddExt(c, c, NID_key_usage, "critical,keyCertSign,cRLSign") ||
-        !AddExt(c, c, NID_subject_key_identifier, "hash") || X509_sign(c, ca->ca_key_, EVP_sha256()) == 0) {
+        !AddExt(c, c, NID_subject_key_identifier, "hash") || X509_sign(c, ca->ca_key_.get(), EVP_sha256()) == 0) {
       return Internal("gateway CA certificate: " + OpenSslError());
     }
-    BIO* kb = BIO_new(BIO_s_mem());
-    PEM_write_bio_PrivateKey(kb, ca->ca_key_, nullptr, nullptr, 0, nullptr, nullptr);
-    char* data;
-    long n = BIO_get_mem_data(kb, &data);
-    std::string key_text(data, static_cast<size_t>(n));
-    BIO_free(kb);
+    ASSIGN_OR_RETURN(std::string key_text, KeyToPem(ca->ca_key_.get()));
     ASSIGN_OR_RETURN(ca->cert_pem_, ToPem(c));
     RETURN_IF_ERROR(WriteFileAtomic(key_path, key_text, 0600));
     RETURN_IF_ERROR(WriteFileAtomic(cert_path, ca->cert_pem_, 0644));
@@ -145,49 +144,45 @@ Result<std::unique_ptr<CertAuthority>> CertAuthority::LoadOrCreate(const std::st
 Result<SSL_CTX*> CertAuthority::ServerContextFor(const std::string& host) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = contexts_.find(host);
-  if (it != contexts_.end()) return it->second;
-  if (contexts_.size() >= kMaxContexts) {
-    SSL_CTX_free(contexts_.begin()->second);
-    contexts_.erase(contexts_.begin());
-  }
-  ASSIGN_OR_RETURN(SSL_CTX* ctx, Mint(host));
-  contexts_[host] = ctx;
-  return ctx;
+  if (it != contexts_.end()) return it->second.get();
+  if (contexts_.size() >= kMaxContexts) contexts_.erase(contexts_.begin());
+  ASSIGN_OR_RETURN(SslCtxPtr ctx, Mint(host));
+  SSL_CTX* raw = ctx.get();
+  contexts_[host] = std::move(ctx);
+  return raw;
 }
 
-Result<SSL_CTX*> CertAuthority::Mint(const std::string& host) {
+Result<SslCtxPtr> CertAuthority::Mint(const std::string& host) {
   // The name goes into an extension's config string: anything but a DNS name could add
   // fields of its own choosing.
   if (host.empty() || host.size() > 253 ||
       host.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") != std::string::npos) {
     return InvalidArgument("refusing to mint a certificate for a name that is not a DNS name");
   }
-  X509* c = X509_new();
-  if (!c) return Internal("X509_new: " + OpenSslError());
+  X509Ptr cert(X509_new());
+  if (!cert) return Internal("X509_new: " + OpenSslError());
+  X509* c = cert.get();
+  X509* issuer = ca_cert_.get();
   X509_set_version(c, 2);
   X509_NAME* name = X509_get_subject_name(c);
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(host.c_str()), -1, -1, 0);
-  X509_set_issuer_name(c, X509_get_subject_name(ca_cert_));
+  X509_set_issuer_name(c, X509_get_subject_name(issuer));
   X509_gmtime_adj(X509_getm_notBefore(c), -3600);
   X509_gmtime_adj(X509_getm_notAfter(c), 7L * 24 * 3600);
   std::string san = "DNS:" + host;
-  bool ok = RandomSerial(c) && X509_set_pubkey(c, leaf_key_) == 1 && AddExt(c, ca_cert_, NID_basic_constraints, "CA:FALSE") &&
-            AddExt(c, ca_cert_, NID_key_usage, "critical,digitalSignature") &&
-            AddExt(c, ca_cert_, NID_ext_key_usage, "serverAuth") && AddExt(c, ca_cert_, NID_subject_alt_name, san.c_str()) &&
-            X509_sign(c, ca_key_, EVP_sha256()) != 0;
-  if (!ok) {
-    X509_free(c);
-    return Internal("mint certificate for " + host + ": " + OpenSslError());
-  }
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (!ctx || SSL_CTX_use_certificate(ctx, c) != 1 || SSL_CTX_use_PrivateKey(ctx, leaf_key_) != 1 ||
-      SSL_CTX_add1_chain_cert(ctx, ca_cert_) != 1) {
-    X509_free(c);
-    SSL_CTX_free(ctx);
+  bool ok = RandomSerial(c) && X509_set_pubkey(c, leaf_key_.get()) == 1 &&
+            AddExt(c, issuer, NID_basic_constraints, "CA:FALSE") &&
+            AddExt(c, issuer, NID_key_usage, "critical,digitalSignature") &&
+            AddExt(c, issuer, NID_ext_key_usage, "serverAuth") && AddExt(c, issuer, NID_subject_alt_name, san.c_str()) &&
+            X509_sign(c, ca_key_.get(), EVP_sha256()) != 0;
+  if (!ok) return Internal("mint certificate for " + host + ": " + OpenSslError());
+  // The context takes references of its own to the certificates and the key.
+  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
+  if (!ctx || SSL_CTX_use_certificate(ctx.get(), c) != 1 || SSL_CTX_use_PrivateKey(ctx.get(), leaf_key_.get()) != 1 ||
+      SSL_CTX_add1_chain_cert(ctx.get(), issuer) != 1) {
     return Internal("server context for " + host + ": " + OpenSslError());
   }
-  X509_free(c);
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   return ctx;
 }
 

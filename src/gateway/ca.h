@@ -1,7 +1,8 @@
 // The node's certificate authority for TLS interception: the gateway presents a certificate
 // minted for the requested name, signed by this CA, to sandboxes that trust it. Only used for
 // hosts a credential is bound to. The CA key stays in the node's data dir (mode 0600) and
-// never enters a sandbox; sandboxes get the certificate only. Thread-safe.
+// never enters a sandbox; sandboxes get the certificate only. Owned by the gateway;
+// thread-safe.
 #pragma once
 
 #include <openssl/ssl.h>
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "common/result.h"
+#include "gateway/openssl_ptr.h"
 
 namespace space::gateway {
 
@@ -33,14 +35,14 @@ class CertAuthority {
 
  private:
   CertAuthority() = default;
-  Result<SSL_CTX*> Mint(const std::string& host);
+  Result<SslCtxPtr> Mint(const std::string& host);
 
-  EVP_PKEY* ca_key_ = nullptr;
-  X509* ca_cert_ = nullptr;
-  EVP_PKEY* leaf_key_ = nullptr;  // one key for every minted leaf, made at start
+  EvpPkeyPtr ca_key_;
+  X509Ptr ca_cert_;
+  EvpPkeyPtr leaf_key_;  // one key for every minted leaf, made at start
   std::string cert_pem_;
   std::mutex mu_;
-  std::map<std::string, SSL_CTX*> contexts_;  // GUARDED_BY(mu_)
+  std::map<std::string, SslCtxPtr> contexts_;  // GUARDED_BY(mu_)
 };
 
 // The last OpenSSL error as text, and the error queue cleared.
