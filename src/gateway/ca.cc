@@ -141,15 +141,19 @@ Result<std::unique_ptr<CertAuthority>> CertAuthority::LoadOrCreate(const std::st
   return ca;
 }
 
-Result<SSL_CTX*> CertAuthority::ServerContextFor(const std::string& host) {
+Result<SslCtxPtr> CertAuthority::ServerContextFor(const std::string& host) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = contexts_.find(host);
-  if (it != contexts_.end()) return it->second.get();
-  if (contexts_.size() >= kMaxContexts) contexts_.erase(contexts_.begin());
-  ASSIGN_OR_RETURN(SslCtxPtr ctx, Mint(host));
-  SSL_CTX* raw = ctx.get();
-  contexts_[host] = std::move(ctx);
-  return raw;
+  if (it == contexts_.end()) {
+    ASSIGN_OR_RETURN(SslCtxPtr minted, Mint(host));
+    // Eviction drops only the cache's reference: a caller still holding the evicted context
+    // keeps it alive (ServerContextFor hands out references of their own).
+    if (contexts_.size() >= kMaxContexts) contexts_.erase(contexts_.begin());
+    it = contexts_.emplace(host, std::move(minted)).first;
+  }
+  SslCtxPtr ref = ShareSslCtx(it->second.get());
+  if (!ref) return Internal("SSL_CTX_up_ref: " + OpenSslError());
+  return ref;
 }
 
 Result<SslCtxPtr> CertAuthority::Mint(const std::string& host) {

@@ -30,8 +30,10 @@ class CertAuthority {
   ~CertAuthority();
 
   const std::string& certificate_pem() const { return cert_pem_; }
-  // A server context presenting a certificate for `host` (cached; at most 1024 names).
-  Result<SSL_CTX*> ServerContextFor(const std::string& host);
+  // A server context presenting a certificate for `host` (cached; at most 1024 names). The
+  // handle is the caller's own reference: the cache may drop the context meanwhile (evicted
+  // for another name), and it stays valid for as long as the caller holds it.
+  Result<SslCtxPtr> ServerContextFor(const std::string& host);
 
  private:
   CertAuthority() = default;

@@ -31,4 +31,10 @@ using X509ExtensionPtr = std::unique_ptr<X509_EXTENSION, OpenSslFree<&X509_EXTEN
 using SslCtxPtr = std::unique_ptr<SSL_CTX, OpenSslFree<&SSL_CTX_free>>;
 using SslPtr = std::unique_ptr<SSL, OpenSslFree<&SSL_free>>;
 
+// Another owning handle to `ctx` (OpenSSL's own reference count), or null for null.
+inline SslCtxPtr ShareSslCtx(SSL_CTX* ctx) {
+  if (ctx == nullptr || SSL_CTX_up_ref(ctx) != 1) return nullptr;
+  return SslCtxPtr(ctx);
+}
+
 }  // namespace space::gateway

@@ -62,9 +62,12 @@ void ServeTls(Gateway::Impl& g, const Conn& c, std::unique_ptr<Stream> client, c
   bool is_name = ::inet_pton(AF_INET, host.c_str(), &literal) != 1;
   if (is_name && !g.BoundCredentials(c, host).empty()) {
     // A credential is bound here: terminate TLS with the node's CA so its header can be set.
+    // `ctx` is a reference of this thread's own: the CA's cache may evict the name meanwhile.
     auto ctx = g.ca->ServerContextFor(host);
     if (!ctx.ok()) return deny(host, ctx.status().message());
-    if (Status st = client->AcceptTls(*ctx, kHeadTimeoutMs); !st.ok()) return deny(host, "TLS handshake: " + st.message());
+    if (Status st = client->AcceptTls(ctx->get(), kHeadTimeoutMs); !st.ok()) {
+      return deny(host, "TLS handshake: " + st.message());
+    }
     ServeHttpRequest(g, c, *client, "", host, port, true);
     return;
   }
