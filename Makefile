@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm asan fuzz fuzz-ci clean
+.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm asan fuzz fuzz-ci lint clean
 
 all: build
 
@@ -106,6 +106,12 @@ fuzz: deps
 # CI's short fuzz run: every target for a few seconds (build + run about 2.5 min on one core).
 fuzz-ci:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(FUZZ_CI_SECONDS),5)
+
+# clang-tidy (.clang-tidy) and clang-format --dry-run -Werror (.clang-format) on the C++ files
+# changed since LINT_BASE (default origin/main, else HEAD~1), through $(BUILD_DIR)'s compile
+# commands; `make lint LINT_BASE=<commit>` for another base.
+lint: deps
+	@BUILD_DIR=$(BUILD_DIR) JOBS=$(JOBS) ./scripts/lint.sh
 
 clean:
 	rm -rf $(BUILD_DIR) $(BUILD_DIR)-asan $(BUILD_DIR)-fuzz

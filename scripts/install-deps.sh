@@ -5,6 +5,8 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config          # toolchain
+  clang libclang-rt-dev                     # make fuzz (libFuzzer's runtime is only a Recommends of clang)
+  clang-tidy clang-format                   # make lint
   libboost-dev nlohmann-json3-dev           # Boost.Beast/Asio HTTP, JSON
   libseccomp-dev libcap-dev                 # sandbox confinement
   libsqlite3-dev libssl-dev libzstd-dev     # store, hashing
