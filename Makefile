@@ -91,7 +91,7 @@ FUZZ_TARGETS = frame_parser_fuzz json_parsers_fuzz http_request_fuzz gateway_par
   connect_envelope_fuzz path_resolution_fuzz gateway_ipc_fuzz broker_request_fuzz blob_channel_fuzz
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_DIR)-fuzz -DSPACE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
-	  -DSPACE_COMPONENTS="common;guest;snapshot" >/dev/null
+	  -DSPACE_COMPONENTS="common;protocol;guest;snapshot" >/dev/null
 	@cmake --build $(BUILD_DIR)-fuzz -j$(JOBS) --target $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "== $$t ($(FUZZ_SECONDS) s)"; \

@@ -12,7 +12,7 @@
 #include "e2b/exec_service_py.h"
 #include "e2b/proto_json.h"
 #include "e2b/rpc_request.h"
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 namespace space::e2b {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/syscall.h"
-#include "guest/exec_request.h"
-#include "guest/protocol.h"
+#include "protocol/exec_request.h"
+#include "protocol/protocol.h"
 
 namespace space::guest {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "guest/files.h"
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 namespace space::guest {
 namespace {

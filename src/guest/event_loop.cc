@@ -17,8 +17,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/syscall.h"
-#include "guest/json_util.h"
 #include "guest/vm_init.h"
+#include "protocol/json_util.h"
 
 namespace space::guest {
 namespace {

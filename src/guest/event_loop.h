@@ -23,7 +23,7 @@
 #include "guest/dir_watch.h"
 #include "guest/exec.h"
 #include "guest/files.h"
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 namespace space::guest {
 

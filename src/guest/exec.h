@@ -17,8 +17,8 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
-#include "guest/exec_request.h"
 #include "guest/passwd.h"
+#include "protocol/exec_request.h"
 
 namespace space::guest {
 

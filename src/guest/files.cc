@@ -12,8 +12,8 @@
 #include "common/clock.h"
 #include "common/random.h"
 #include "common/syscall.h"
-#include "guest/exec_request.h"
-#include "guest/json_util.h"
+#include "protocol/exec_request.h"
+#include "protocol/json_util.h"
 
 namespace space::guest {
 namespace {

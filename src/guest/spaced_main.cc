@@ -14,8 +14,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "guest/event_loop.h"
-#include "guest/protocol.h"
 #include "guest/vm_init.h"
+#include "protocol/protocol.h"
 
 extern char** environ;
 

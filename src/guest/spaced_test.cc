@@ -20,7 +20,7 @@
 #include "common/syscall.h"
 #include "common/unique_fd.h"
 #include "guest/files.h"
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 namespace space::guest {
 namespace {

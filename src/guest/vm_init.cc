@@ -18,7 +18,7 @@
 
 #include "common/clock.h"
 #include "common/syscall.h"
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 namespace space::guest {
 namespace {

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "common/unique_fd.h"
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 namespace space::node {
 

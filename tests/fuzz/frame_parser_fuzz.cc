@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   space::guest::FrameParser parser;

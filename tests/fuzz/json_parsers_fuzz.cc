@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "guest/exec_request.h"
 #include "guest/files.h"
+#include "protocol/exec_request.h"
 #include "snapshot/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

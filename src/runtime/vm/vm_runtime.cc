@@ -21,16 +21,16 @@
 #include <mutex>
 #include <optional>
 
-#include "common/route.h"
 #include "common/clock.h"
 #include "common/kill_child.h"
 #include "common/log.h"
+#include "common/route.h"
 #include "common/syscall.h"
-#include "runtime/vm/kvm_probe.h"
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 #include "runtime/ns/cgroup.h"
 #include "runtime/ns/userns.h"
 #include "runtime/vm/guest_assets.h"
+#include "runtime/vm/kvm_probe.h"
 #include "runtime/vm/qemu_command.h"
 #include "runtime/vm/qmp_client.h"
 #include "runtime/vm/vmm_reaper.h"

@@ -1,4 +1,4 @@
-#include "guest/json_util.h"
+#include "protocol/json_util.h"
 
 namespace space::guest {
 namespace {

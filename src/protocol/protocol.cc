@@ -1,4 +1,4 @@
-#include "guest/protocol.h"
+#include "protocol/protocol.h"
 
 #include <sys/uio.h>
 

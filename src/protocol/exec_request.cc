@@ -1,7 +1,7 @@
-#include "guest/exec_request.h"
+#include "protocol/exec_request.h"
 
-#include "guest/json_util.h"
-#include "guest/protocol.h"
+#include "protocol/json_util.h"
+#include "protocol/protocol.h"
 
 namespace space::guest {
 namespace {
@@ -52,6 +52,20 @@ bool IsValidEnvName(std::string_view name) {
 
 bool IsValidAbsolutePath(std::string_view path) {
   return !path.empty() && path[0] == '/' && path.size() <= kMaxPathBytes && !HasNul(path);
+}
+
+std::string EncodeExecRequest(const ExecRequest& req) {
+  json env = json::object();
+  for (const auto& [key, value] : req.env) env[key] = value;
+  json j = {{"cmd", req.cmd}, {"env", std::move(env)}, {"user", req.user}, {"timeout_ms", req.timeout_ms},
+            {"stdin", req.keep_stdin}};
+  if (req.cwd) j["cwd"] = *req.cwd;
+  if (req.tty) {
+    j["tty"] = true;
+    j["cols"] = req.cols;
+    j["rows"] = req.rows;
+  }
+  return DumpJson(j);
 }
 
 Result<ExecRequest> ParseExecRequest(std::string_view payload) {

@@ -1,7 +1,8 @@
-// The validated form of a kExecStart request (see protocol.h for the JSON).
+// The typed form of a kExecStart request (see protocol.h for the JSON), with its one encoder
+// (the node's side) beside its one parser (the guest's side).
 //
-// ParseExecRequest is the only place that looks at the request JSON; everything after it
-// works on the typed ExecRequest. Stateless and thread-safe.
+// EncodeExecRequest and ParseExecRequest are the only places that touch the request JSON;
+// everything else works on the typed ExecRequest. Stateless and thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,12 @@ struct TtySize {
   uint16_t cols = 0;
   uint16_t rows = 0;
 };
+
+// The kExecStart payload for `req`: the JSON ParseExecRequest reads back as `req`. An env name
+// given twice keeps its last value. tty, cols and rows are written only with tty (the guest
+// ignores the size otherwise); everything else always. Invalid UTF-8 in a string becomes
+// U+FFFD. Does not validate: the node checks what it sends, the guest checks what it gets.
+std::string EncodeExecRequest(const ExecRequest& req);
 
 // Parses and strictly validates a kExecStart payload. Every failure is kInvalidArgument.
 // Unknown fields are ignored so that newer nodes can add optional ones; null means absent.
