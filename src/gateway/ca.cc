@@ -177,8 +177,8 @@ Result<SslCtxPtr> CertAuthority::Mint(const std::string& host) {
   bool ok = RandomSerial(c) && X509_set_pubkey(c, leaf_key_.get()) == 1 &&
             AddExt(c, issuer, NID_basic_constraints, "CA:FALSE") &&
             AddExt(c, issuer, NID_key_usage, "critical,digitalSignature") &&
-            AddExt(c, issuer, NID_ext_key_usage, "serverAuth") && AddExt(c, issuer, NID_subject_alt_name, san.c_str()) &&
-            X509_sign(c, ca_key_.get(), EVP_sha256()) != 0;
+            AddExt(c, issuer, NID_ext_key_usage, "serverAuth") &&
+            AddExt(c, issuer, NID_subject_alt_name, san.c_str()) && X509_sign(c, ca_key_.get(), EVP_sha256()) != 0;
   if (!ok) return Internal("mint certificate for " + host + ": " + OpenSslError());
   // The context takes references of its own to the certificates and the key.
   SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));

@@ -60,7 +60,8 @@ std::string ClientHandshake(int fd, const std::string& ca_pem, const std::string
   }
   SSL_set_verify(ssl.get(), SSL_VERIFY_PEER, nullptr);
   if (SSL_connect(ssl.get()) != 1) {
-    return "SSL_connect: " + OpenSslError() + ", verify " + X509_verify_cert_error_string(SSL_get_verify_result(ssl.get()));
+    return "SSL_connect: " + OpenSslError() + ", verify " +
+           X509_verify_cert_error_string(SSL_get_verify_result(ssl.get()));
   }
   return "";
 }

@@ -74,8 +74,13 @@ void ServeTls(Gateway::Impl& g, const Conn& c, std::unique_ptr<Stream> client, c
   auto upstream = ConnectTcp(*addr, port, kConnectTimeoutMs);
   if (!upstream.ok()) return deny(host, "upstream: " + upstream.status().message());
   RelayCounts n = Relay(*client, **upstream, g.config.idle_timeout_ms);
-  g.AuditEgress(c, "allow", {{"proto", "tls"}, {"host", host}, {"port", port}, {"address", network::FormatIpv4(*addr)},
-                             {"bytes_up", n.up}, {"bytes_down", n.down}});
+  g.AuditEgress(c, "allow",
+                {{"proto", "tls"},
+                 {"host", host},
+                 {"port", port},
+                 {"address", network::FormatIpv4(*addr)},
+                 {"bytes_up", n.up},
+                 {"bytes_down", n.down}});
 }
 
 void HandleTls(Gateway::Impl& g, Conn c, UniqueFd fd) {
@@ -87,16 +92,20 @@ void HandleTcp(Gateway::Impl& g, Conn c, UniqueFd fd) {
   std::string ip = network::FormatIpv4(c.original_dst);
   auto addr = g.Decide(c, ip, c.original_port);
   if (!addr.ok()) {
-    g.AuditEgress(c, "deny", {{"proto", "tcp"}, {"host", ip}, {"port", c.original_port}, {"reason", addr.status().message()}});
+    g.AuditEgress(c, "deny",
+                  {{"proto", "tcp"}, {"host", ip}, {"port", c.original_port}, {"reason", addr.status().message()}});
     return;
   }
   auto upstream = ConnectTcp(*addr, c.original_port, kConnectTimeoutMs);
   if (!upstream.ok()) {
-    g.AuditEgress(c, "deny", {{"proto", "tcp"}, {"host", ip}, {"port", c.original_port}, {"reason", upstream.status().message()}});
+    g.AuditEgress(c, "deny",
+                  {{"proto", "tcp"}, {"host", ip}, {"port", c.original_port}, {"reason", upstream.status().message()}});
     return;
   }
   RelayCounts n = Relay(client, **upstream, g.config.idle_timeout_ms);
-  g.AuditEgress(c, "allow", {{"proto", "tcp"}, {"host", ip}, {"port", c.original_port}, {"bytes_up", n.up}, {"bytes_down", n.down}});
+  g.AuditEgress(
+      c, "allow",
+      {{"proto", "tcp"}, {"host", ip}, {"port", c.original_port}, {"bytes_up", n.up}, {"bytes_down", n.down}});
 }
 
 }  // namespace space::gateway
