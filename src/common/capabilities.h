@@ -20,7 +20,7 @@ Status DropCapabilities(const std::vector<int>& caps);
 
 // Switches the process to `uid` and `gid` (real, effective, saved; no supplementary groups)
 // and keeps its permitted capabilities, all effective again; `inheritable` go in the
-// inheritable set too, so that a program run with them raised as ambient (storage/subprocess.h)
+// inheritable set too, so that a program run with them raised as ambient (common/subprocess.h)
 // keeps them across exec. Needs CAP_SETUID and CAP_SETGID, and exactly one thread: ids are per
 // process (glibc sets them on every thread) but capabilities per thread.
 Status BecomeUserKeepingCapabilities(uid_t uid, gid_t gid, const std::vector<int>& inheritable);

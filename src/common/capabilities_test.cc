@@ -52,7 +52,7 @@ TEST(CapabilitiesTest, BecomeUserKeepsPermittedCapabilitiesEffective) {
     if (::getgroups(0, nullptr) != 0) ::_exit(4);
     if (!HasEffectiveCapability(CAP_DAC_READ_SEARCH) || !HasEffectiveCapability(CAP_SETPCAP)) ::_exit(5);
     if (HasEffectiveCapability(CAP_SYS_MODULE)) ::_exit(6);
-    // The ambient raise a tool's child makes (storage/subprocess.h) works for the inheritable
+    // The ambient raise a tool's child makes (common/subprocess.h) works for the inheritable
     // one only.
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0) != 0) ::_exit(7);
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_ADMIN, 0, 0) == 0) ::_exit(8);

@@ -18,11 +18,11 @@
 
 #include "common/datagram.h"
 #include "common/helper_spawn.h"
-#include "node/jail_spawn.h"
+#include "common/subprocess.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
+#include "node/jail_spawn.h"
 #include "runtime/ns/mounts.h"
-#include "storage/subprocess.h"
 #include "storage/template_builder.h"
 
 extern char** environ;
@@ -116,7 +116,7 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
   spec.args.insert(spec.args.end(), {"--target", target, "--"});
   spec.args.insert(spec.args.end(), argv.begin(), argv.end());
   spec.exe_fd = exe.get();
-  for (auto& e : storage::ToolEnvironment({})) {
+  for (auto& e : ToolEnvironment({})) {
     if (e.rfind("PATH=", 0) != 0) spec.env.push_back(std::move(e));  // SpawnHelper sets PATH
   }
   // How tools learn that they run in a container that cannot mknod: debootstrap then skips
@@ -146,7 +146,7 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
   if (Status st = SendDatagram(ctl.get(), "tree", fds, kChannel); !st.ok()) return child.GiveUp(st);
   mount->reset();
   source.reset();
-  return storage::CollectOutput(out_r.get(), child.pid, argv[0] + " (build jail)", on_line);
+  return CollectOutput(out_r.get(), child.pid, argv[0] + " (build jail)", on_line);
 }
 
 int BuildJailMain(int argc, char** argv) {

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "common/syscall.h"
 #include "storage/fs_util.h"
-#include "storage/subprocess.h"
 
 namespace space::storage {
 namespace {

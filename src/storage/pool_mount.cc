@@ -7,11 +7,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "common/syscall.h"
 #include "storage/btrfs.h"
 #include "storage/fs_util.h"
 #include "storage/loop_device.h"
-#include "storage/subprocess.h"
 
 namespace space::storage {
 namespace {
@@ -36,7 +36,7 @@ Status CreateImage(const std::string& image, uint64_t bytes) {
   if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink", tmp, errno);
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) return ErrnoStatus("ftruncate", tmp, errno);
-  ProcessSpec format;
+  SubprocessSpec format;
   format.argv = {mkfs, "-q", "-f", "/dev/stdin"};
   format.stdin_fd = fd.get();
   Status st = RunProcess(format, nullptr);

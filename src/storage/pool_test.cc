@@ -17,12 +17,12 @@
 #include <gtest/gtest.h>
 
 #include "common/clock.h"
+#include "common/subprocess.h"
 #include "common/syscall.h"
 #include "storage/btrfs.h"
 #include "storage/digest.h"
 #include "storage/fs_util.h"
 #include "storage/pool_test_fixture.h"
-#include "storage/subprocess.h"
 
 namespace space::storage {
 namespace {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/subprocess.h"
 #include "common/syscall.h"
 #include "storage/debootstrap.h"
 #include "storage/fs_util.h"
-#include "storage/subprocess.h"
 
 namespace space::storage {
 namespace {
@@ -359,7 +359,7 @@ Status RunTreeStep(const std::vector<std::string>& argv, const ProgressFn& progr
 Status RunToolHere(const std::string& tree_dir, const ToolRun& run, const ProgressFn& on_line) {
   std::vector<std::string> argv = run.argv(tree_dir);
   if (!argv.empty() && !argv[0].empty() && argv[0][0] == '@') return RunTreeStep(argv, on_line);
-  ProcessSpec spec = {.argv = std::move(argv), .stdin_fd = run.stdin_fd, .cwd_fd = run.source_dir_fd};
+  SubprocessSpec spec = {.argv = std::move(argv), .stdin_fd = run.stdin_fd, .cwd_fd = run.source_dir_fd};
   return RunProcess(spec, on_line);
 }
 

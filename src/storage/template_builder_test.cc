@@ -16,9 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/subprocess.h"
 #include "common/syscall.h"
 #include "storage/fs_util.h"
-#include "storage/subprocess.h"
 
 namespace space::storage {
 namespace {

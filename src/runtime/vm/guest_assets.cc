@@ -12,8 +12,8 @@
 #include <cstdlib>
 
 #include "common/random.h"
+#include "common/subprocess.h"
 #include "common/syscall.h"
-#include "storage/subprocess.h"
 
 namespace space::runtime::vm {
 namespace {
@@ -69,9 +69,9 @@ bool Exists(const std::string& p) { return ::access(p.c_str(), F_OK) == 0; }
 Status PublishFile(const std::string& path, std::string_view data) { return WriteFileAtomic(path, data, 0644); }
 
 Status Run(std::vector<std::string> argv) {
-  storage::ProcessSpec spec;
+  SubprocessSpec spec;
   spec.argv = std::move(argv);
-  return storage::RunProcess(spec, [](const std::string&) {});
+  return RunProcess(spec, [](const std::string&) {});
 }
 
 }  // namespace
@@ -166,8 +166,8 @@ Result<std::string> EnsureTemplateDisk(const std::string& cache_dir, const std::
   if (st.ok() && runner) {
     st = runner(tree, argv, image.get());
   } else if (st.ok()) {
-    storage::ProcessSpec spec = {.argv = argv(tree), .stdin_fd = image.get()};
-    st = storage::RunProcess(spec, [](const std::string&) {});
+    SubprocessSpec spec = {.argv = argv(tree), .stdin_fd = image.get()};
+    st = RunProcess(spec, [](const std::string&) {});
   }
   if (st.ok() && ::fchmod(image.get(), 0600) != 0) st = ErrnoStatus("fchmod", tmp, errno);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus("rename", path, errno);

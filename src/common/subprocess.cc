@@ -1,4 +1,4 @@
-#include "storage/subprocess.h"
+#include "common/subprocess.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -13,7 +13,7 @@
 
 #include "common/syscall.h"
 
-namespace space::storage {
+namespace space {
 namespace {
 
 constexpr size_t kTailLines = 12;
@@ -71,7 +71,7 @@ std::vector<std::string> ToolEnvironment(const std::vector<std::string>& extra) 
   return env;
 }
 
-Status RunProcess(const ProcessSpec& spec, const LineFn& on_line) {
+Status RunProcess(const SubprocessSpec& spec, const LineFn& on_line) {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
     return InvalidArgument("run: argv[0] must be an absolute path");
   }
@@ -145,4 +145,4 @@ Status CollectOutput(int out_fd, pid_t pid, const std::string& prog, const LineF
   return Internal(msg);
 }
 
-}  // namespace space::storage
+}  // namespace space

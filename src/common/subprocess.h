@@ -11,9 +11,9 @@
 
 #include "common/status.h"
 
-namespace space::storage {
+namespace space {
 
-struct ProcessSpec {
+struct SubprocessSpec {
   std::vector<std::string> argv;  // argv[0] is an absolute path; no PATH search.
   // Extra "KEY=value" entries on top of a minimal fixed environment (PATH, LC_ALL=C) plus the
   // host's proxy variables, so a helper behaves the same however the node was started.
@@ -31,7 +31,7 @@ using LineFn = std::function<void(const std::string& line)>;
 
 // Runs the program and waits for it. OK only on exit status 0; otherwise the error names the
 // program, the exit status or signal, and the last lines it printed.
-Status RunProcess(const ProcessSpec& spec, const LineFn& on_line);
+Status RunProcess(const SubprocessSpec& spec, const LineFn& on_line);
 
 // The environment RunProcess gives a program: the fixed entries, the host's proxy variables,
 // then `extra`.
@@ -41,4 +41,4 @@ std::vector<std::string> ToolEnvironment(const std::vector<std::string>& extra);
 // as RunProcess, naming `prog`. For programs started another way (node/build_jail.h).
 Status CollectOutput(int out_fd, pid_t pid, const std::string& prog, const LineFn& on_line);
 
-}  // namespace space::storage
+}  // namespace space
