@@ -3,9 +3,9 @@
 #include <arpa/inet.h>
 #include <linux/netfilter_ipv4.h>
 #include <poll.h>
-#include <system_error>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <system_error>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -145,8 +145,9 @@ void Gateway::Impl::AcceptLoop(int listen_fd, void (*handler)(Impl&, Conn, Uniqu
     {
       std::lock_guard<std::mutex> lock(conn_mu);
       if (conns_per_sandbox[sid] >= kMaxConnectionsPerSandbox) {
-        AuditEgress(c, "deny", {{"reason", "more than " + std::to_string(kMaxConnectionsPerSandbox) +
-                                               " open connections from this sandbox"}});
+        AuditEgress(c, "deny",
+                    {{"reason", "more than " + std::to_string(kMaxConnectionsPerSandbox) +
+                                    " open connections from this sandbox"}});
         continue;
       }
       ++conns_per_sandbox[sid];
@@ -257,9 +258,10 @@ void Gateway::Unregister(in_addr address) {
 
 void SendHttpError(Stream& s, int code, const std::string& reason, const std::string& message) {
   std::string body = "{\"code\":\"egress_denied\",\"message\":" + nlohmann::json(message).dump() + "}\n";
-  std::string resp = "HTTP/1.1 " + std::to_string(code) + " " + reason +
-                     "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                     std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::string resp =
+      "HTTP/1.1 " + std::to_string(code) + " " + reason +
+      "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
   (void)s.Write(resp, 5000);
   s.ShutdownWrite();
 }

@@ -81,9 +81,9 @@ class SecretRequests {
   ipc::Channel* channel_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool closed_ = false;                                                  // GUARDED_BY(mu_)
-  uint64_t next_id_ = 1;                                                 // GUARDED_BY(mu_)
-  std::map<uint64_t, std::unique_ptr<Result<std::string>>> pending_;    // GUARDED_BY(mu_)
+  bool closed_ = false;                                               // GUARDED_BY(mu_)
+  uint64_t next_id_ = 1;                                              // GUARDED_BY(mu_)
+  std::map<uint64_t, std::unique_ptr<Result<std::string>>> pending_;  // GUARDED_BY(mu_)
 };
 
 // PR_SET_PDEATHSIG, and a check that the node did not die before it was armed. The kernel sends
