@@ -142,7 +142,7 @@ Result<std::unique_ptr<CertAuthority>> CertAuthority::LoadOrCreate(const std::st
 }
 
 Result<SslCtxPtr> CertAuthority::ServerContextFor(const std::string& host) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = contexts_.find(host);
   if (it == contexts_.end()) {
     ASSIGN_OR_RETURN(SslCtxPtr minted, Mint(host));

@@ -9,10 +9,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "gateway/openssl_ptr.h"
 
@@ -33,18 +33,18 @@ class CertAuthority {
   // A server context presenting a certificate for `host` (cached; at most 1024 names). The
   // handle is the caller's own reference: the cache may drop the context meanwhile (evicted
   // for another name), and it stays valid for as long as the caller holds it.
-  Result<SslCtxPtr> ServerContextFor(const std::string& host);
+  Result<SslCtxPtr> ServerContextFor(const std::string& host) EXCLUDES(mu_);
 
  private:
   CertAuthority() = default;
-  Result<SslCtxPtr> Mint(const std::string& host);
+  Result<SslCtxPtr> Mint(const std::string& host) REQUIRES(mu_);
 
   EvpPkeyPtr ca_key_;
   X509Ptr ca_cert_;
   EvpPkeyPtr leaf_key_;  // one key for every minted leaf, made at start
   std::string cert_pem_;
-  std::mutex mu_;
-  std::map<std::string, SslCtxPtr> contexts_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, SslCtxPtr> contexts_ GUARDED_BY(mu_);
 };
 
 // The last OpenSSL error as text, and the error queue cleared.

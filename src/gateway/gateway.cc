@@ -53,7 +53,7 @@ std::string Ip(in_addr a) { return network::FormatIpv4(a); }
 Gateway::Impl::~Impl() { SSL_CTX_free(upstream_ctx); }
 
 std::shared_ptr<const SandboxEgress> Gateway::Impl::Lookup(in_addr a) {
-  std::shared_lock<std::shared_mutex> lock(mu);
+  ReaderMutexLock lock(&mu);
   auto it = by_address.find(a.s_addr);
   return it == by_address.end() ? nullptr : it->second;
 }
@@ -64,18 +64,18 @@ void Gateway::Impl::AuditEgress(const Conn& c, const std::string& action, nlohma
 
 void Gateway::Impl::Audit(const SandboxEgress& s, const std::string& kind, const std::string& action,
                           nlohmann::json detail) {
-  std::shared_lock<std::shared_mutex> lock(hooks_mu);
+  ReaderMutexLock lock(&hooks_mu);
   if (hooks_live && hooks.audit) hooks.audit(s, kind, action, std::move(detail));
 }
 
 Result<std::string> Gateway::Impl::Secret(const std::string& team, const std::string& name) {
-  std::shared_lock<std::shared_mutex> lock(hooks_mu);
+  ReaderMutexLock lock(&hooks_mu);
   if (!hooks_live || !hooks.secret) return Unavailable("the gateway is stopping");
   return hooks.secret(team, name);
 }
 
 void Gateway::Impl::DetachHooks() {
-  std::unique_lock<std::shared_mutex> lock(hooks_mu);
+  WriterMutexLock lock(&hooks_mu);
   hooks_live = false;
 }
 
@@ -94,7 +94,7 @@ std::vector<const SandboxEgress::Credential*> Gateway::Impl::BoundCredentials(co
 
 void Gateway::Impl::ReleaseConnection(const std::string& sandbox_id) {
   connections.fetch_sub(1);
-  std::lock_guard<std::mutex> lock(conn_mu);
+  MutexLock lock(&conn_mu);
   if (--conns_per_sandbox[sandbox_id] == 0) conns_per_sandbox.erase(sandbox_id);
 }
 
@@ -143,7 +143,7 @@ void Gateway::Impl::AcceptLoop(int listen_fd, void (*handler)(Impl&, Conn, Uniqu
     const std::string sid = c.sandbox->sandbox_id;
     if (!sandbox_rate.Allow(sid, WallNowMs(), kSandboxEventsPerMin)) continue;  // closed, unaudited: a flood
     {
-      std::lock_guard<std::mutex> lock(conn_mu);
+      MutexLock lock(&conn_mu);
       if (conns_per_sandbox[sid] >= kMaxConnectionsPerSandbox) {
         AuditEgress(c, "deny",
                     {{"reason", "more than " + std::to_string(kMaxConnectionsPerSandbox) +
@@ -247,12 +247,12 @@ network::GatewayPorts Gateway::ports() const { return impl_->ports; }
 const std::string& Gateway::ca_certificate_pem() const { return impl_->ca->certificate_pem(); }
 
 void Gateway::Register(in_addr address, std::shared_ptr<const SandboxEgress> sandbox) {
-  std::unique_lock<std::shared_mutex> lock(impl_->mu);
+  WriterMutexLock lock(&impl_->mu);
   impl_->by_address[address.s_addr] = std::move(sandbox);
 }
 
 void Gateway::Unregister(in_addr address) {
-  std::unique_lock<std::shared_mutex> lock(impl_->mu);
+  WriterMutexLock lock(&impl_->mu);
   impl_->by_address.erase(address.s_addr);
 }
 

@@ -7,12 +7,11 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "credentials/credential.h"
 #include "gateway/ca.h"
@@ -51,28 +50,29 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::atomic<int> connections{0};
   credentials::RateLimiter rate;          // credential uses
   credentials::RateLimiter sandbox_rate;  // connections and DNS queries per sandbox
-  std::mutex conn_mu;
-  std::map<std::string, int> conns_per_sandbox;  // GUARDED_BY(conn_mu)
+  Mutex conn_mu;
+  std::map<std::string, int> conns_per_sandbox GUARDED_BY(conn_mu);
 
-  std::shared_mutex hooks_mu;
-  bool hooks_live = true;  // GUARDED_BY(hooks_mu)
+  SharedMutex hooks_mu;
+  bool hooks_live GUARDED_BY(hooks_mu) = true;
 
-  std::shared_mutex mu;
-  std::map<uint32_t, std::shared_ptr<const SandboxEgress>> by_address;  // GUARDED_BY(mu)
+  SharedMutex mu;
+  std::map<uint32_t, std::shared_ptr<const SandboxEgress>> by_address GUARDED_BY(mu);
 
   ~Impl();
-  std::shared_ptr<const SandboxEgress> Lookup(in_addr a);
-  void AcceptLoop(int listen_fd, void (*handler)(Impl&, Conn, UniqueFd));
+  std::shared_ptr<const SandboxEgress> Lookup(in_addr a) EXCLUDES(mu);
+  void AcceptLoop(int listen_fd, void (*handler)(Impl&, Conn, UniqueFd)) EXCLUDES(conn_mu);
   // Undoes the counting of one accepted connection of `sandbox_id`.
-  void ReleaseConnection(const std::string& sandbox_id);
+  void ReleaseConnection(const std::string& sandbox_id) EXCLUDES(conn_mu);
   void DnsLoop();
 
   void AuditEgress(const Conn& c, const std::string& action, nlohmann::json detail);
   // The hooks, until Stop(): connection threads may outlive the gateway's owner, and must
   // then reach nothing of it.
-  void Audit(const SandboxEgress& s, const std::string& kind, const std::string& action, nlohmann::json detail);
-  Result<std::string> Secret(const std::string& team, const std::string& name);
-  void DetachHooks();
+  void Audit(const SandboxEgress& s, const std::string& kind, const std::string& action, nlohmann::json detail)
+      EXCLUDES(hooks_mu);
+  Result<std::string> Secret(const std::string& team, const std::string& name) EXCLUDES(hooks_mu);
+  void DetachHooks() EXCLUDES(hooks_mu);
   // Whether the sandbox's profiles allow host:port, and the address to connect to: a name is
   // resolved here (never trusting the sandbox's own lookup) and refused when it resolves
   // into a forbidden range; an IP literal needs a CIDR rule. Denials are audited by caller.

@@ -8,15 +8,15 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/capabilities.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/syscall.h"
 #include "gateway/ca.h"
 #include "gateway/gateway.h"
@@ -35,22 +35,24 @@ class SecretRequests {
  public:
   explicit SecretRequests(ipc::Channel* channel) : channel_(channel) {}
 
-  Result<std::string> Ask(const std::string& team, const std::string& name) {
+  Result<std::string> Ask(const std::string& team, const std::string& name) EXCLUDES(mu_) {
     uint64_t id;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return Unavailable("the node is gone");
       id = next_id_++;
       pending_[id] = nullptr;
     }
     Status sent = channel_->Send(ipc::Type::kSecretRequest, {{"id", id}, {"team", team}, {"name", name}});
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!sent.ok()) {
       pending_.erase(id);
       return Unavailable("secret request: " + sent.message());
     }
-    bool answered = cv_.wait_for(lock, std::chrono::milliseconds(kSecretTimeoutMs),
-                                 [&] { return closed_ || pending_[id] != nullptr; });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kSecretTimeoutMs);
+    bool timed_out = false;
+    while (!closed_ && pending_[id] == nullptr && !timed_out) timed_out = !cv_.WaitUntil(&mu_, deadline);
+    const bool answered = closed_ || pending_[id] != nullptr;
     std::unique_ptr<Result<std::string>> reply = std::move(pending_[id]);
     pending_.erase(id);
     if (!answered) return DeadlineExceeded("the node did not answer a secret request in time");
@@ -59,31 +61,31 @@ class SecretRequests {
   }
 
   // Hands a reply to its waiter; a reply nobody waits for (timed out) is dropped.
-  void Answer(const nlohmann::json& body) {
+  void Answer(const nlohmann::json& body) EXCLUDES(mu_) {
     uint64_t id = body["id"].get<uint64_t>();
     auto value = std::make_unique<Result<std::string>>(
         body.contains("secret") ? Result<std::string>(body["secret"].get<std::string>())
                                 : Result<std::string>(Unavailable(body["error"].get<std::string>())));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
     it->second = std::move(value);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
-  void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Close() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     closed_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
  private:
   ipc::Channel* channel_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool closed_ = false;                                               // GUARDED_BY(mu_)
-  uint64_t next_id_ = 1;                                              // GUARDED_BY(mu_)
-  std::map<uint64_t, std::unique_ptr<Result<std::string>>> pending_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool closed_ GUARDED_BY(mu_) = false;
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::unique_ptr<Result<std::string>>> pending_ GUARDED_BY(mu_);
 };
 
 // PR_SET_PDEATHSIG, and a check that the node did not die before it was armed. The kernel sends
