@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/random.h"
 #include "common/syscall.h"
 #include "http/validate.h"
@@ -90,7 +91,7 @@ void Api::Route(Request& req, Responder& res) {
       return not_found();
     }
     const std::string& id = p[2];
-    if (!IsId(id, "sbx")) return res.SendError(NotFound("sandbox " + id.substr(0, 80) + " not found"));
+    if (!IsPublicId(id, "sbx")) return res.SendError(NotFound("sandbox " + id.substr(0, 80) + " not found"));
     if (n == 3) {
       if (m == "GET") return GetSandbox(req, res, id);
       if (m == "DELETE") return DeleteSandbox(req, res, id);
@@ -122,7 +123,7 @@ void Api::Route(Request& req, Responder& res) {
     return not_found();
   }
   if (n >= 3 && p[1] == "snapshots") {
-    if (!IsId(p[2], "snap")) return res.SendError(NotFound("snapshot " + p[2].substr(0, 80) + " not found"));
+    if (!IsPublicId(p[2], "snap")) return res.SendError(NotFound("snapshot " + p[2].substr(0, 80) + " not found"));
     if (n == 3 && m == "GET") return Snapshots(req, res, p[2], "get");
     if (n == 3 && m == "DELETE") return Snapshots(req, res, p[2], "delete");
     if (n == 4 && m == "GET" && p[3] == "diff") return Snapshots(req, res, p[2], "diff");

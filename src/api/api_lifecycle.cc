@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
+#include "common/ids.h"
 #include "http/validate.h"
 
 namespace space::api {
@@ -61,7 +62,7 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
     auto count = GetInt(*body, "count", 1, 1, 16);
     if (!snap.ok()) return res.SendError(snap.status());
     if (!count.ok()) return res.SendError(count.status());
-    if (!snap->empty() && !IsId(*snap, "snap")) return res.SendError(NotFound("snapshot " + *snap + " not found"));
+    if (!snap->empty() && !IsPublicId(*snap, "snap")) return res.SendError(NotFound("snapshot " + *snap + " not found"));
     auto kids = node_->Fork(req.team, id, *snap, static_cast<int>(*count));
     if (!kids.ok()) return res.SendError(kids.status());
     nlohmann::json out = nlohmann::json::array();
@@ -84,7 +85,7 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
     auto snap = GetString(*body, "snapshot", "", 80);
     if (!snap.ok()) return res.SendError(snap.status());
     if (snap->empty()) return res.SendError(InvalidArgument("field 'snapshot' is required"));
-    if (!IsId(*snap, "snap")) return res.SendError(NotFound("snapshot " + *snap + " not found"));
+    if (!IsPublicId(*snap, "snap")) return res.SendError(NotFound("snapshot " + *snap + " not found"));
     auto op = node_->Rollback(req.team, id, *snap);
     if (!op.ok()) return res.SendError(op.status());
     // Rollback answers with the sandbox once it runs again (the v1 API's "→ sandbox").
@@ -110,7 +111,7 @@ void Api::Snapshots(Request& req, Responder& res, const std::string& snap_id, co
     return res.Send(204, "application/json", "");
   }
   std::string against = req.Query("against");
-  if (!IsId(against, "snap")) return res.SendError(InvalidArgument("query 'against' must name a snapshot"));
+  if (!IsPublicId(against, "snap")) return res.SendError(InvalidArgument("query 'against' must name a snapshot"));
   auto diff = node_->Diff(req.team, snap_id, against);
   if (!diff.ok()) return res.SendError(diff.status());
   res.SendJson(200, *diff);

@@ -3,6 +3,7 @@
 
 #include "api/api.h"
 #include "common/clock.h"
+#include "common/ids.h"
 #include "http/encoding.h"
 #include "http/validate.h"
 
@@ -182,7 +183,7 @@ void Api::ListProcesses(Request& req, Responder& res, const std::string& id) {
 
 void Api::ProcessCall(Request& req, Responder& res, const std::string& id, const std::string& pid,
                       const std::string& action) {
-  if (!IsId(pid, "proc")) return res.SendError(NotFound("process " + pid.substr(0, 80) + " not found"));
+  if (!IsPublicId(pid, "proc")) return res.SendError(NotFound("process " + pid.substr(0, 80) + " not found"));
   if (action == "stdin") {
     Status st = node_->WriteStdin(req.team, id, pid, req.body);
     return st.ok() ? res.SendJson(200, {{"written", req.body.size()}}) : res.SendError(st);

@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "http/validate.h"
 
@@ -49,7 +50,7 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(c.metadata, GetStringMap(b, "metadata", 64, 64, 512, IsMetadataKey));
   ASSIGN_OR_RETURN(c.credentials, GetStringList(b, "credentials", 32, 63));
   ASSIGN_OR_RETURN(c.from_snapshot, GetString(b, "from_snapshot", "", 80));
-  if (!c.from_snapshot.empty() && !IsId(c.from_snapshot, "snap")) {
+  if (!c.from_snapshot.empty() && !IsPublicId(c.from_snapshot, "snap")) {
     return NotFound("snapshot " + c.from_snapshot + " not found");
   }
   // X-Space-Egress-Profile: name[,name...], the union of those profiles; none = no egress.
@@ -167,7 +168,7 @@ void Api::SetTimeout(Request& req, Responder& res, const std::string& id) {
 }
 
 void Api::GetOperation(Request& req, Responder& res, const std::string& id) {
-  if (!IsId(id, "op")) return res.SendError(NotFound("operation " + id.substr(0, 80) + " not found"));
+  if (!IsPublicId(id, "op")) return res.SendError(NotFound("operation " + id.substr(0, 80) + " not found"));
   auto op = WantsWait(req) ? node_->WaitOperation(req.team, id, kWaitMs) : node_->GetOperation(req.team, id);
   if (!op.ok()) return res.SendError(op.status());
   res.SendJson(200, OperationJson(*op));

@@ -24,6 +24,7 @@
 
 #include "common/capabilities.h"
 #include "common/dir.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/seccomp_denylist.h"
 #include "common/syscall.h"
@@ -86,7 +87,6 @@ bool AllOf(std::string_view s, size_t min, size_t max, bool (*ok)(char)) {
   if (s.size() < min || s.size() > max) return false;
   return std::all_of(s.begin(), s.end(), ok);
 }
-bool IsIdChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
 bool IsHexChar(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
 // One write(): the kernel takes an id map only whole, and only once.
@@ -158,11 +158,11 @@ bool IsIdmappablePoolPath(const std::string& pool, const std::string& path) {
     rest.remove_prefix(10);
     size_t slash = rest.find('/');
     std::string_view id = rest.substr(0, slash);
-    return slash == std::string_view::npos && AllOf(id, 1, kMaxSandboxIdLen, IsIdChar);
+    return slash == std::string_view::npos && ValidateSandboxId(id).ok();
   }
   if (rest.rfind("templates/tmp-", 0) == 0) return AllOf(rest.substr(14), 16, 16, IsHexChar);
   // A snapshot being imported from the store (the tree jail's restore fills it).
-  if (rest.rfind("snapshots/tmp-", 0) == 0) return AllOf(rest.substr(14), 1, kMaxSandboxIdLen, IsIdChar);
+  if (rest.rfind("snapshots/tmp-", 0) == 0) return ValidateSandboxId(rest.substr(14)).ok();
   return false;
 }
 
@@ -171,7 +171,7 @@ bool IsSnapshotPoolPath(const std::string& pool, const std::string& path) {
   if (pool.size() < 2 || pool[0] != '/' || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0) {
     return false;
   }
-  return AllOf(std::string_view(path).substr(dir.size()), 1, kMaxSandboxIdLen, IsIdChar);
+  return ValidateSandboxId(std::string_view(path).substr(dir.size())).ok();
 }
 
 bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path) {
@@ -185,14 +185,14 @@ bool IsPoolSubvolumePath(const std::string& pool, const std::string& path) {
   if (slash == std::string::npos || !IsPoolSubvolumeDir(pool, path.substr(0, slash))) return false;
   std::string_view name = std::string_view(path).substr(slash + 1);
   return name != "." && name != ".." &&
-         AllOf(name, 1, kMaxSubvolNameLen, [](char c) { return IsIdChar(c) || c == '.'; });
+         AllOf(name, 1, kMaxSubvolNameLen, [](char c) { return IsSandboxIdChar(c) || c == '.'; });
 }
 
 bool IsPoolSandboxRoot(const std::string& pool, const std::string& path) {
   const std::string dir = pool + "/sandboxes/";
   if (pool.empty() || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0) return false;
   std::string_view name = std::string_view(path).substr(dir.size());
-  return name != "." && name != ".." && AllOf(name, 1, kMaxSubvolNameLen, [](char c) { return IsIdChar(c) || c == '.'; });
+  return name != "." && name != ".." && AllOf(name, 1, kMaxSubvolNameLen, [](char c) { return IsSandboxIdChar(c) || c == '.'; });
 }
 
 bool IsNodeCgroupName(const std::string& name) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/host_slots.h"
+#include "common/ids.h"
 #include "common/syscall.h"
 
 namespace space::broker {
@@ -102,11 +103,7 @@ Result<CgroupRuntime> RuntimeFromJson(const nlohmann::json& v) {
 Result<std::string> SandboxIdFromJson(const nlohmann::json& v) {
   if (!v.is_string()) return InvalidArgument("broker: id must be a string");
   std::string id = v.get<std::string>();
-  if (id.empty() || id.size() > kMaxSandboxIdLen) return InvalidArgument("broker: id must be 1..64 characters");
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    if (!ok) return InvalidArgument("broker: id may hold only [A-Za-z0-9_-]");
-  }
+  RETURN_IF_ERROR(ValidateSandboxId(id).Annotate("broker"));  // the runtimes' ids
   return id;
 }
 

@@ -99,8 +99,6 @@ enum class Op {
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
 // (ns) or that name + "-vm" (vm).
 enum class CgroupRuntime { kNs, kVm };
-// Sandbox ids as the runtimes take them: [A-Za-z0-9_-]{1,64}, a path component never "." or "..".
-inline constexpr size_t kMaxSandboxIdLen = 64;
 // Limits a cgroup_create or cgroup_update may write (the runtimes' own checks, plus caps).
 inline constexpr double kMaxCpus = 4096;
 inline constexpr uint64_t kMinMemoryBytes = 4ull << 20;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "controlplane/node_client.h"
@@ -72,7 +73,7 @@ void Router::Route(api::Request& req, api::Responder& res) {
                           : "base";
     node = AnyNode(tpl, /*placing=*/true);
   } else if (n >= 3 && p[1] == "sandboxes") {
-    if (!api::IsId(p[2], "sbx")) return res.SendError(NotFound("sandbox " + p[2].substr(0, 80) + " not found"));
+    if (!IsPublicId(p[2], "sbx")) return res.SendError(NotFound("sandbox " + p[2].substr(0, 80) + " not found"));
     node = OwnerOf(req, p[2], n == 4 && p[3] == "resume" && m == "POST");
   } else if (n >= 3 && p[1] == "snapshots") {
     auto snap = store_->GetSnapshot(p[2]);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/random.h"
 
 namespace space::credentials {
@@ -91,8 +92,7 @@ Status ValidateScope(const std::string& s) {
   if (s == "team") return Status::Ok();
   if (s.rfind("sandbox:", 0) == 0) {
     std::string_view id = std::string_view(s).substr(8);
-    if (id.empty() || id.size() > 64 ||
-        !std::all_of(id.begin(), id.end(), [](char c) { return IsAlpha(c) || IsDigit(c) || c == '_' || c == '-'; })) {
+    if (!ValidateSandboxId(id).ok()) {
       return FieldError("scope", "sandbox id must be 1..64 characters of [A-Za-z0-9_-]");
     }
     return Status::Ok();

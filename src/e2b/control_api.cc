@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "e2b/control_errors.h"
 #include "e2b/e2b.h"
 #include "http/validate.h"
@@ -101,7 +102,7 @@ void E2b::Control(api::Request& req, api::Responder& res) {
     return not_found();
   }
   const std::string& id = p[1];
-  if (!api::IsId(id, "sbx")) return SendControlError(res, 404, "sandbox " + id.substr(0, 80) + " not found");
+  if (!IsPublicId(id, "sbx")) return SendControlError(res, 404, "sandbox " + id.substr(0, 80) + " not found");
   if (p.size() == 2) {
     if (m == "GET") return GetSandbox(req, res, id);
     if (m == "DELETE") return KillSandbox(req, res, id);
@@ -206,7 +207,7 @@ void E2b::ListSandboxes(api::Request& req, api::Responder& res) {
     limit = std::clamp(std::stoi(l), 1, kMaxListLimit);
   }
   std::string token = req.Query("nextToken");
-  if (!token.empty() && !api::IsId(token, "sbx")) return SendControlError(res, 400, "nextToken is not valid");
+  if (!token.empty() && !IsPublicId(token, "sbx")) return SendControlError(res, 400, "nextToken is not valid");
   // The store filters by team only; metadata and state are matched here, so pages of the
   // store are read in id order until `limit` sandboxes matched (and one more proves a next page).
   auto wanted = std::move(f.metadata);

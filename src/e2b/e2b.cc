@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 
 #include "common/base64.h"
+#include "common/ids.h"
 #include "common/random.h"
 #include "common/syscall.h"
 #include "e2b/connect.h"
@@ -94,7 +95,7 @@ Status E2b::AuthenticateApiKey(api::Request& req, int64_t* retry_after_s) {
 
 Result<Target> E2b::ResolveTarget(const api::Request& req, bool code_interpreter) {
   std::string id = req.Header("e2b-sandbox-id");
-  if (!api::IsId(id, "sbx")) return NotFound("sandbox " + id.substr(0, 80) + " not found");
+  if (!IsPublicId(id, "sbx")) return NotFound("sandbox " + id.substr(0, 80) + " not found");
   auto rec = node_->store()->GetSandbox(id);
   if (!rec.ok() || rec->state == "destroyed") return NotFound("sandbox " + id + " not found");
   // The token proves the caller got this sandbox from the control API: envd calls carry it

@@ -147,13 +147,5 @@ Status CheckSandboxPath(const std::string& path) {
   return Status::Ok();
 }
 
-bool IsId(const std::string& s, const std::string& prefix) {
-  if (s.size() <= prefix.size() + 1 || s.size() > prefix.size() + 65) return false;
-  if (s.compare(0, prefix.size(), prefix) != 0 || s[prefix.size()] != '_') return false;
-  for (size_t i = prefix.size() + 1; i < s.size(); ++i) {
-    if (!Alnum(s[i])) return false;
-  }
-  return true;
-}
 
 }  // namespace space::api

@@ -38,7 +38,5 @@ bool IsTemplateName(const std::string& s);  // [a-z0-9][a-z0-9._-]{0,62}
 bool IsUserName(const std::string& s);      // [a-z_][a-z0-9_-]{0,31} or decimal uid
 // Absolute, <= 4096 bytes, no NUL; `..` components allowed (resolved inside the sandbox).
 Status CheckSandboxPath(const std::string& path);
-// A prefixed id ("sbx_", "proc_", "op_"): the prefix then 1..64 of [A-Za-z0-9].
-bool IsId(const std::string& s, const std::string& prefix);
 
 }  // namespace space::api

@@ -13,13 +13,6 @@ Status ValidateTemplateName(const std::string& name) {
   return Status::Ok();
 }
 
-Status ValidateSandboxId(const std::string& id) {
-  bool ok = !id.empty() && id.size() <= 64;
-  for (char c : id) ok = ok && (IsAlnum(c) || c == '_');
-  if (!ok) return InvalidArgument("sandbox id '" + id + "' must match [A-Za-z0-9_]{1,64}");
-  return Status::Ok();
-}
-
 Status ValidateSnapshotId(const std::string& id) {
   static constexpr std::string_view kPrefix = "snap_";
   bool ok = id.size() == kPrefix.size() + 22 && id.compare(0, kPrefix.size(), kPrefix) == 0;

@@ -18,15 +18,6 @@ TEST(NamesTest, TemplateNames) {
   EXPECT_FALSE(ValidateTemplateName(std::string(64, 'a')).ok());
 }
 
-TEST(NamesTest, SandboxIds) {
-  EXPECT_TRUE(ValidateSandboxId("sbx_0AbC").ok());
-  EXPECT_TRUE(ValidateSandboxId(std::string(64, 'Z')).ok());
-  for (std::string bad : {std::string(), std::string(65, 'a'), std::string("a-b"), std::string(".."),
-                          std::string("a/b"), std::string("a.b")}) {
-    EXPECT_FALSE(ValidateSandboxId(bad).ok()) << bad;
-  }
-}
-
 TEST(NamesTest, SnapshotIds) {
   EXPECT_TRUE(ValidateSnapshotId(NewId("snap")).ok());
   EXPECT_TRUE(ValidateSnapshotId("snap_" + std::string(22, 'z')).ok());

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "storage/backend.h"

@@ -146,7 +146,7 @@ TEST_F(PoolTest, CreateWriteDestroyRoot) {
   EXPECT_EQ(after->digest, t.digest);  // template untouched
 
   EXPECT_EQ(pool_->CreateRoot("sbx_1", t.digest, 0).status().code(), StatusCode::kConflict);
-  EXPECT_EQ(pool_->CreateRoot("bad-id", t.digest, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pool_->CreateRoot("bad.id", t.digest, 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(pool_->CreateRoot("sbx_2", "sha256:xyz", 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(pool_->CreateRoot("sbx_2", "sha256:" + std::string(64, '0'), 0).status().code(), StatusCode::kNotFound);
 

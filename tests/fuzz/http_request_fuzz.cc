@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/ids.h"
 #include "http/http.h"
 #include "http/validate.h"
 
@@ -47,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!space::api::ParseTarget(msg.target(), &req).ok()) return 0;
   if (req.path.find('\0') != std::string::npos) std::abort();  // ParseTarget promises no NUL
   if (req.query.size() > 64) std::abort();
-  (void)space::api::IsId(req.path, "sbx");
+  (void)space::IsPublicId(req.path, "sbx");
   (void)space::api::CheckSandboxPath(req.Query("path"));
   if (parser.is_done()) {
     auto obj = space::api::ParseObject(msg.body());

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/kill_child.h"
 #include "common/log.h"
 #include "common/syscall.h"
@@ -31,24 +32,8 @@ namespace {
 
 using ns::Step;
 
-constexpr size_t kMaxIdLen = 64;
 constexpr size_t kMaxHostnameLen = 64;
 constexpr int kDestroyWaitMs = 5000;
-
-bool IsIdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '-';
-}
-
-// Ids become path components on the host: only a safe alphabet.
-Status ValidateId(const std::string& id) {
-  if (id.empty() || id.size() > kMaxIdLen)
-    return InvalidArgument("sandbox id must be 1..64 characters");
-  for (char c : id) {
-    if (!IsIdChar(c)) return InvalidArgument("sandbox id " + id + ": only [A-Za-z0-9_-] allowed");
-  }
-  return Status::Ok();
-}
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
@@ -61,7 +46,7 @@ Status ValidateLimits(const Limits& l) {
 }
 
 Status ValidateSpec(const SandboxSpec& spec) {
-  RETURN_IF_ERROR(ValidateId(spec.id));
+  RETURN_IF_ERROR(ValidateSandboxId(spec.id));
   if (spec.rootfs.empty() || spec.rootfs[0] != '/' || HasNul(spec.rootfs)) {
     return InvalidArgument("rootfs must be an absolute path");
   }
@@ -72,7 +57,7 @@ Status ValidateSpec(const SandboxSpec& spec) {
     return InvalidArgument("hostname must be 1..64 bytes");
   }
   for (char c : spec.hostname) {
-    if (!(IsIdChar(c) || c == '.')) return InvalidArgument("hostname: only [A-Za-z0-9._-] allowed");
+    if (!(IsSandboxIdChar(c) || c == '.')) return InvalidArgument("hostname: only [A-Za-z0-9._-] allowed");
   }
   // uid_base 0 would make sandbox root host root; ranges are whole blocks.
   if (spec.uid_base == 0 || spec.uid_base % kUidRangeSize != 0 ||
@@ -120,20 +105,20 @@ class NsRuntimeImpl final : public NsRuntime {
   Result<LaunchedSandbox> Launch(const SandboxSpec& spec) override;
   Status Destroy(const std::string& id) override;
   Status Freeze(const std::string& id) override {
-    RETURN_IF_ERROR(ValidateId(id));
+    RETURN_IF_ERROR(ValidateSandboxId(id));
     return cgroups_.Freeze(id);
   }
   Status Thaw(const std::string& id) override {
-    RETURN_IF_ERROR(ValidateId(id));
+    RETURN_IF_ERROR(ValidateSandboxId(id));
     return cgroups_.Thaw(id);
   }
   Status UpdateLimits(const std::string& id, const Limits& limits) override {
-    RETURN_IF_ERROR(ValidateId(id));
+    RETURN_IF_ERROR(ValidateSandboxId(id));
     RETURN_IF_ERROR(ValidateLimits(limits));
     return cgroups_.UpdateLimits(id, limits);
   }
   Result<ResourceUsage> Usage(const std::string& id) override {
-    RETURN_IF_ERROR(ValidateId(id));
+    RETURN_IF_ERROR(ValidateSandboxId(id));
     return cgroups_.Usage(id);
   }
   Result<std::set<std::string>> ListPresent() override;
@@ -375,7 +360,7 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
 }
 
 Status NsRuntimeImpl::Destroy(const std::string& id) {
-  RETURN_IF_ERROR(ValidateId(id));
+  RETURN_IF_ERROR(ValidateSandboxId(id));
   Running running;
   bool ours = false;
   {
@@ -426,7 +411,7 @@ Result<std::set<std::string>> NsRuntimeImpl::ListPresent() {
 Result<std::unique_ptr<NsRuntime>> NsRuntime::Create(const RuntimeConfig& config) {
   if (config.run_dir.empty() || config.run_dir[0] != '/')
     return InvalidArgument("run_dir must be absolute");
-  RETURN_IF_ERROR(ValidateId(config.cgroup_name).Annotate("cgroup_name"));
+  RETURN_IF_ERROR(ValidateSandboxId(config.cgroup_name).Annotate("cgroup_name"));
   RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
   ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name, config.cgroup_acts));
   ASSIGN_OR_RETURN(std::vector<sock_filter> seccomp, ns::BuildSeccompFilter());

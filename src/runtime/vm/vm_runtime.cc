@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/kill_child.h"
 #include "common/log.h"
 #include "common/route.h"
@@ -133,27 +134,15 @@ Result<UniqueFd> ParkHigh(UniqueFd fd) {
   return moved;
 }
 
-bool IsIdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-}
-
-Status ValidateId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return InvalidArgument("sandbox id must be 1..64 characters");
-  for (char c : id) {
-    if (!IsIdChar(c)) return InvalidArgument("sandbox id " + id + ": only [A-Za-z0-9_-] allowed");
-  }
-  return Status::Ok();
-}
-
 Status ValidateSpec(const SandboxSpec& spec) {
-  RETURN_IF_ERROR(ValidateId(spec.id));
+  RETURN_IF_ERROR(ValidateSandboxId(spec.id));
   if (spec.rootfs.empty() || spec.rootfs[0] != '/') return InvalidArgument("rootfs must be an absolute path");
   if (spec.guest_binary.empty() || spec.guest_binary[0] != '/') {
     return InvalidArgument("guest_binary must be an absolute path");
   }
   if (spec.hostname.empty() || spec.hostname.size() > 64) return InvalidArgument("hostname must be 1..64 bytes");
   for (char c : spec.hostname) {
-    if (!(IsIdChar(c) || c == '.')) return InvalidArgument("hostname: only [A-Za-z0-9._-] allowed");
+    if (!(IsSandboxIdChar(c) || c == '.')) return InvalidArgument("hostname: only [A-Za-z0-9._-] allowed");
   }
   // The VMM must never run as host root.
   if (spec.uid_base == 0 || spec.uid_base % kUidRangeSize != 0) {
@@ -336,14 +325,14 @@ class VmRuntimeImpl final : public Runtime {
   Status Freeze(const std::string& id) override { return Qmp(id, "stop"); }
   Status Thaw(const std::string& id) override { return Qmp(id, "cont"); }
   Status UpdateLimits(const std::string& id, const Limits& limits) override {
-    RETURN_IF_ERROR(ValidateId(id));
+    RETURN_IF_ERROR(ValidateSandboxId(id));
     Limits l = limits;
     l.memory_bytes += kVmmOverheadBytes;  // guest RAM itself was fixed at boot
     l.pids_max = kVmmPidsMax;
     return cgroups_.UpdateLimits(id, l);
   }
   Result<ResourceUsage> Usage(const std::string& id) override {
-    RETURN_IF_ERROR(ValidateId(id));
+    RETURN_IF_ERROR(ValidateSandboxId(id));
     return cgroups_.Usage(id);
   }
   Result<std::set<std::string>> ListPresent() override;
@@ -747,7 +736,7 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
 Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& spec, const vm::QemuPlan& plan) {
   std::lock_guard<std::mutex> lock(template_mu_);
   std::string key;
-  for (char c : spec.template_digest) key += IsIdChar(c) ? c : '-';
+  for (char c : spec.template_digest) key += IsSandboxIdChar(c) ? c : '-';
   const std::string initrd_name = plan.initrd.substr(plan.initrd.rfind('/') + 1);
   key += "-" + std::to_string(plan.memory_mb) + "m-" + std::to_string(plan.cpus) + "c-" +
          initrd_name.substr(0, initrd_name.find('.'));
@@ -807,7 +796,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
 }
 
 Status VmRuntimeImpl::Destroy(const std::string& id) {
-  RETURN_IF_ERROR(ValidateId(id));
+  RETURN_IF_ERROR(ValidateSandboxId(id));
   std::shared_ptr<Vm> vm;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -834,7 +823,7 @@ Result<std::set<std::string>> VmRuntimeImpl::ListPresent() {
   ASSIGN_OR_RETURN(std::set<std::string> ids, cgroups_.List());
   if (DIR* d = ::opendir(config_.run_dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] != '.' && ValidateId(e->d_name).ok()) ids.insert(e->d_name);
+      if (e->d_name[0] != '.' && ValidateSandboxId(e->d_name).ok()) ids.insert(e->d_name);
     }
     ::closedir(d);
   }
