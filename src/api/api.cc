@@ -11,27 +11,23 @@
 
 namespace space::api {
 
-nlohmann::json SandboxJson(const store::SandboxRecord& r) {
-  auto parse = [](const std::string& s, nlohmann::json def) {
-    auto j = nlohmann::json::parse(s, nullptr, false);
-    return j.is_discarded() ? def : j;
-  };
+nlohmann::json SandboxJson(const store::Sandbox& r) {
   nlohmann::json j = {{"id", r.id},
-                      {"state", r.state},
+                      {"state", store::StateName(r.state)},
                       {"template", r.template_name},
                       {"template_digest", r.template_digest},
-                      {"runtime", r.runtime},
+                      {"runtime", store::RuntimeName(r.runtime)},
                       {"team", r.team},
                       {"node", r.node},
                       {"created_at", FormatRfc3339(r.created_at_ms)},
                       {"expires_at", FormatRfc3339(r.expires_at_ms)},
                       {"timeout_s", r.timeout_s},
-                      {"on_timeout", r.on_timeout},
-                      {"metadata", parse(r.metadata_json, nlohmann::json::object())},
-                      {"egress_profiles", node::Node::EgressProfileNames(r.egress_json)},
-                      {"resources", parse(r.resources_json, nlohmann::json::object())},
-                      {"timings", parse(r.timings_json, nlohmann::json::object())},
-                      {"snapshot_policy", parse(r.policy_json, nlohmann::json::object())},
+                      {"on_timeout", store::OnTimeoutName(r.on_timeout)},
+                      {"metadata", r.metadata},
+                      {"egress_profiles", r.EgressProfileNames()},
+                      {"resources", r.resources.ToJson()},
+                      {"timings", r.timings},
+                      {"snapshot_policy", r.policy.ToJson()},
                       {"head_snapshot", r.head_snapshot.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.head_snapshot)}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
@@ -43,14 +39,14 @@ nlohmann::json SnapshotJson(const store::SnapshotRecord& r) {
           {"parent", r.parent.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.parent)},
           {"label", r.label},
           {"kind", r.kind},
-          {"state", r.state},
+          {"state", store::SnapshotStateName(r.state)},
           {"size_bytes", r.size_bytes},
           {"created_at", FormatRfc3339(r.created_at_ms)}};
 }
 
 nlohmann::json OperationJson(const store::OperationRecord& r) {
   nlohmann::json j = {{"id", r.id},         {"kind", r.kind},
-                      {"target", r.target}, {"state", r.state},
+                      {"target", r.target}, {"state", store::OperationStateName(r.state)},
                       {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
                       {"created_at", FormatRfc3339(r.created_at_ms)},
                       {"finished_at", r.finished_at_ms ? nlohmann::json(FormatRfc3339(r.finished_at_ms)) : nlohmann::json(nullptr)}};

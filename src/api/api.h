@@ -70,7 +70,7 @@ class Api {
 };
 
 // JSON renderings shared by handlers.
-nlohmann::json SandboxJson(const store::SandboxRecord& r);
+nlohmann::json SandboxJson(const store::Sandbox& r);
 nlohmann::json OperationJson(const store::OperationRecord& r);
 nlohmann::json SnapshotJson(const store::SnapshotRecord& r);
 

@@ -1,30 +1,41 @@
-// Credentials (write-only secrets) and egress profiles, per team.
+// Credentials (write-only secrets) and egress profiles, per team: bodies parsed here into
+// typed specs (src/credentials), stored by the node's CredentialService.
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
+#include "common/clock.h"
 #include "http/validate.h"
 
 namespace space::api {
 
 void Api::Credentials(Request& req, Responder& res, const std::string& name) {
   const std::string& m = req.method;
+  node::CredentialService& creds = node_->credentials();
   if (name.empty()) {
     if (m != "GET") return res.SendError(NotFound("no route for " + m + " " + req.path));
-    auto list = node_->ListCredentials(req.team);
-    return list.ok() ? res.SendJson(200, *list) : res.SendError(list.status());
+    auto list = creds.List(req.team);
+    if (!list.ok()) return res.SendError(list.status());
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : *list) out.push_back(credentials::CredentialJson(c.spec, c.created_at_ms));
+    return res.SendJson(200, {{"credentials", out}});
   }
   if (m == "PUT") {
     auto body = ParseObject(req.body);
     if (!body.ok()) return res.SendError(body.status());
-    auto out = node_->PutCredential(req.team, name, *body);
-    return out.ok() ? res.SendJson(200, *out) : res.SendError(out.status());
+    std::string secret;
+    auto spec = credentials::ParseCredentialRequest(name, *body, &secret, WallNowMs());
+    if (!spec.ok()) return res.SendError(spec.status());
+    auto out = creds.Put(req.team, *spec, std::move(secret));
+    return out.ok() ? res.SendJson(200, credentials::CredentialJson(out->spec, out->created_at_ms))
+                    : res.SendError(out.status());
   }
   if (m == "GET") {
-    auto out = node_->GetCredential(req.team, name);
-    return out.ok() ? res.SendJson(200, *out) : res.SendError(out.status());
+    auto out = creds.Get(req.team, name);
+    return out.ok() ? res.SendJson(200, credentials::CredentialJson(out->spec, out->created_at_ms))
+                    : res.SendError(out.status());
   }
   if (m == "DELETE") {
-    Status st = node_->DeleteCredential(req.team, name);
+    Status st = creds.Delete(req.team, name);
     return st.ok() ? res.Send(204, "application/json", "") : res.SendError(st);
   }
   res.SendError(NotFound("no route for " + m + " " + req.path));
@@ -32,24 +43,30 @@ void Api::Credentials(Request& req, Responder& res, const std::string& name) {
 
 void Api::EgressProfiles(Request& req, Responder& res, const std::string& name) {
   const std::string& m = req.method;
+  node::CredentialService& creds = node_->credentials();
   if (name.empty()) {
     if (m != "GET") return res.SendError(NotFound("no route for " + m + " " + req.path));
-    auto list = node_->ListEgressProfiles(req.team);
-    return list.ok() ? res.SendJson(200, *list) : res.SendError(list.status());
+    auto list = creds.ListProfiles(req.team);
+    if (!list.ok()) return res.SendError(list.status());
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& p : *list) out.push_back(credentials::EgressProfileJson(p));
+    return res.SendJson(200, {{"egress_profiles", out}});
   }
   if (!IsTemplateName(name)) return res.SendError(InvalidArgument("egress profile name must match [a-z0-9][a-z0-9._-]{0,62}"));
   if (m == "PUT") {
     auto body = ParseObject(req.body);
     if (!body.ok()) return res.SendError(body.status());
-    auto out = node_->PutEgressProfile(req.team, name, *body);
-    return out.ok() ? res.SendJson(200, *out) : res.SendError(out.status());
+    auto profile = credentials::ParseEgressProfile(name, *body);
+    if (!profile.ok()) return res.SendError(profile.status());
+    Status st = creds.PutProfile(req.team, *profile);
+    return st.ok() ? res.SendJson(200, credentials::EgressProfileJson(*profile)) : res.SendError(st);
   }
   if (m == "GET") {
-    auto out = node_->GetEgressProfile(req.team, name);
-    return out.ok() ? res.SendJson(200, *out) : res.SendError(out.status());
+    auto out = creds.GetProfile(req.team, name);
+    return out.ok() ? res.SendJson(200, credentials::EgressProfileJson(*out)) : res.SendError(out.status());
   }
   if (m == "DELETE") {
-    Status st = node_->DeleteEgressProfile(req.team, name);
+    Status st = creds.DeleteProfile(req.team, name);
     return st.ok() ? res.Send(204, "application/json", "") : res.SendError(st);
   }
   res.SendError(NotFound("no route for " + m + " " + req.path));

@@ -7,28 +7,9 @@
 namespace space::api {
 namespace {
 
-// A file entry from the guest, rebuilt field by field: the guest is untrusted, so only the
-// documented fields with the right types reach the client.
-Result<nlohmann::json> SanitizeEntry(const nlohmann::json& e) {
-  if (!e.is_object()) return Internal("the guest sent a malformed file entry");
-  nlohmann::json out = nlohmann::json::object();
-  for (const char* key : {"name", "path", "type", "mtime"}) {
-    if (!e.contains(key) || !e[key].is_string() || e[key].get_ref<const std::string&>().size() > 4096) {
-      return Internal(std::string("the guest sent a file entry without a valid '") + key + "'");
-    }
-    out[key] = e[key];
-  }
-  const std::string& type = out["type"].get_ref<const std::string&>();
-  if (type != "file" && type != "dir" && type != "symlink" && type != "other") {
-    return Internal("the guest sent a file entry of unknown type");
-  }
-  for (const char* key : {"size", "mode"}) {
-    if (!e.contains(key) || !e[key].is_number_unsigned()) {
-      return Internal(std::string("the guest sent a file entry without a valid '") + key + "'");
-    }
-    out[key] = e[key];
-  }
-  return out;
+nlohmann::json EntryJson(const node::FileEntry& e) {
+  return {{"name", e.name}, {"path", e.path}, {"type", node::FileTypeName(e.type)},
+          {"size", e.size}, {"mode", e.mode}, {"mtime", e.mtime}};
 }
 
 }  // namespace
@@ -39,13 +20,13 @@ void Api::Files(Request& req, Responder& res, const std::string& id, const std::
   if (action == "mkdir" || action == "move") {
     auto b = ParseObject(req.body);
     if (!b.ok()) return res.SendError(b.status());
-    nlohmann::json op = {{"op", action}};
+    Status st;
     if (action == "mkdir") {
       if (Status st = CheckKnownFields(*b, {"path"}); !st.ok()) return res.SendError(st);
       auto path = GetString(*b, "path", "", 4096);
       if (!path.ok()) return res.SendError(path.status());
       if (Status st = CheckSandboxPath(*path); !st.ok()) return res.SendError(st);
-      op["path"] = *path;
+      st = node_->io().MakeDir(req.team, id, *path);
     } else {
       if (Status st = CheckKnownFields(*b, {"from", "to"}); !st.ok()) return res.SendError(st);
       auto from = GetString(*b, "from", "", 4096);
@@ -54,16 +35,14 @@ void Api::Files(Request& req, Responder& res, const std::string& id, const std::
       if (!to.ok()) return res.SendError(to.status());
       if (Status st = CheckSandboxPath(*from); !st.ok()) return res.SendError(st);
       if (Status st = CheckSandboxPath(*to); !st.ok()) return res.SendError(st);
-      op["path"] = *from;
-      op["to"] = *to;
+      st = node_->io().Move(req.team, id, *from, *to);
     }
-    auto r = node_->FileOp(req.team, id, op);
-    return r.ok() ? res.SendJson(200, {{"ok", true}}) : res.SendError(r.status());
+    return st.ok() ? res.SendJson(200, {{"ok", true}}) : res.SendError(st);
   }
   std::string path = req.Query("path");
   if (Status st = CheckSandboxPath(path); !st.ok()) return res.SendError(st);
   if (action == "read") {
-    auto body = node_->ReadFile(req.team, id, path);
+    auto body = node_->io().ReadFile(req.team, id, path);
     if (!body.ok()) return res.SendError(body.status());
     return res.Send(200, "application/octet-stream", std::move(*body));
   }
@@ -78,35 +57,27 @@ void Api::Files(Request& req, Responder& res, const std::string& id, const std::
       }
       mode = static_cast<int>(v);
     }
-    auto r = node_->WriteFile(req.team, id, path, mode, req.body);
-    if (!r.ok()) return res.SendError(r.status());
+    Status st = node_->io().WriteFile(req.team, id, path, mode, req.body);
+    if (!st.ok()) return res.SendError(st);
     return res.SendJson(201, {{"path", path}, {"size", req.body.size()}});
   }
-  nlohmann::json op = {{"op", action}, {"path", path}};
-  if (action == "delete") op["recursive"] = req.Query("recursive") == "true";
+  if (action == "delete") {
+    Status st = node_->io().Remove(req.team, id, path, req.Query("recursive") == "true");
+    return st.ok() ? res.Send(204, "application/json", "") : res.SendError(st);
+  }
   if (action == "list") {
     long depth = req.HasQuery("depth") ? std::strtol(req.Query("depth").c_str(), nullptr, 10) : 1;
     if (depth < 1 || depth > 8) return res.SendError(InvalidArgument("depth must be between 1 and 8"));
-    op["depth"] = depth;
-  }
-  auto r = node_->FileOp(req.team, id, op);
-  if (!r.ok()) return res.SendError(r.status());
-  if (action == "delete") return res.Send(204, "application/json", "");
-  if (action == "list") {
-    if (!r->contains("entries") || !(*r)["entries"].is_array()) {
-      return res.SendError(Internal("the guest sent a malformed directory listing"));
-    }
+    auto list = node_->io().ListDir(req.team, id, path, static_cast<int>(depth));
+    if (!list.ok()) return res.SendError(list.status());
     nlohmann::json entries = nlohmann::json::array();
-    for (const auto& e : (*r)["entries"]) {
-      auto clean = SanitizeEntry(e);
-      if (!clean.ok()) return res.SendError(clean.status());
-      entries.push_back(std::move(*clean));
-    }
+    for (const auto& e : *list) entries.push_back(EntryJson(e));
     return res.SendJson(200, {{"entries", entries}});
   }
-  auto clean = SanitizeEntry(*r);
-  if (!clean.ok()) return res.SendError(clean.status());
-  res.SendJson(200, *clean);
+  if (action != "stat") return res.SendError(NotFound("no route for " + req.method + " " + req.path));
+  auto entry = node_->io().Stat(req.team, id, path);
+  if (!entry.ok()) return res.SendError(entry.status());
+  res.SendJson(200, EntryJson(*entry));
 }
 
 }  // namespace space::api

@@ -16,17 +16,17 @@ bool WantsWait(const Request& req) { return req.Query("wait") == "true" || req.Q
 
 Status Api::AutoResume(Request& req, const std::string& id) {
   if (req.Query("auto_resume") != "true") return Status::Ok();
-  auto rec = node_->Get(req.team, id);
-  if (!rec.ok() || rec->state != "paused") return Status::Ok();
-  ASSIGN_OR_RETURN(store::OperationRecord op, node_->Resume(req.team, id));
-  ASSIGN_OR_RETURN(store::OperationRecord done, node_->WaitOperation(req.team, op.id, kWaitMs));
-  if (done.state != "succeeded") return Conflict("could not resume sandbox " + id + ": " + done.error);
+  auto rec = node_->lifecycle().Get(req.team, id);
+  if (!rec.ok() || rec->state != store::SandboxState::kPaused) return Status::Ok();
+  ASSIGN_OR_RETURN(store::OperationRecord op, node_->lifecycle().Resume(req.team, id));
+  ASSIGN_OR_RETURN(store::OperationRecord done, node_->lifecycle().WaitOperation(req.team, op.id, kWaitMs));
+  if (done.state != store::OperationState::kSucceeded) return Conflict("could not resume sandbox " + id + ": " + done.error);
   return Status::Ok();
 }
 
 void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const std::string& action) {
   if (action == "list_snapshots") {
-    auto snaps = node_->ListSnapshots(req.team, id);
+    auto snaps = node_->snapshots().List(req.team, id);
     if (!snaps.ok()) return res.SendError(snaps.status());
     nlohmann::json out = nlohmann::json::array();
     for (const auto& s : *snaps) out.push_back(SnapshotJson(s));
@@ -36,15 +36,15 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
   if (!body.ok()) return res.SendError(body.status());
   if (action == "pause" || action == "resume" || action == "suspend") {
     if (Status st = CheckKnownFields(*body, {}); !st.ok()) return res.SendError(st);
-    auto op = action == "pause"    ? node_->Pause(req.team, id)
-              : action == "resume" ? node_->Resume(req.team, id)
-                                   : node_->Suspend(req.team, id);
+    auto op = action == "pause"    ? node_->lifecycle().Pause(req.team, id)
+              : action == "resume" ? node_->lifecycle().Resume(req.team, id)
+                                   : node_->lifecycle().Suspend(req.team, id);
     if (!op.ok()) return res.SendError(op.status());
     if (!WantsWait(req)) return res.SendJson(202, OperationJson(*op));
-    auto done = node_->WaitOperation(req.team, op->id, kWaitMs);
+    auto done = node_->lifecycle().WaitOperation(req.team, op->id, kWaitMs);
     if (!done.ok()) return res.SendError(done.status());
-    if (done->state == "failed") return res.SendError(Conflict(action + " failed: " + done->error));
-    auto rec = node_->Get(req.team, id);
+    if (done->state == store::OperationState::kFailed) return res.SendError(Conflict(action + " failed: " + done->error));
+    auto rec = node_->lifecycle().Get(req.team, id);
     if (!rec.ok()) return res.SendError(rec.status());
     return res.SendJson(200, SandboxJson(*rec));
   }
@@ -52,7 +52,7 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
     if (Status st = CheckKnownFields(*body, {"label"}); !st.ok()) return res.SendError(st);
     auto label = GetString(*body, "label", "", 256);
     if (!label.ok()) return res.SendError(label.status());
-    auto snap = node_->Snapshot(req.team, id, *label);
+    auto snap = node_->snapshots().Take(req.team, id, *label);
     if (!snap.ok()) return res.SendError(snap.status());
     return res.SendJson(201, SnapshotJson(*snap));
   }
@@ -63,14 +63,14 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
     if (!snap.ok()) return res.SendError(snap.status());
     if (!count.ok()) return res.SendError(count.status());
     if (!snap->empty() && !IsPublicId(*snap, "snap")) return res.SendError(NotFound("snapshot " + *snap + " not found"));
-    auto kids = node_->Fork(req.team, id, *snap, static_cast<int>(*count));
+    auto kids = node_->lifecycle().Fork(req.team, id, *snap, static_cast<int>(*count));
     if (!kids.ok()) return res.SendError(kids.status());
     nlohmann::json out = nlohmann::json::array();
     nlohmann::json ops = nlohmann::json::array();
     for (auto& [rec, op] : *kids) {
       if (WantsWait(req)) {
-        auto done = node_->WaitOperation(req.team, op.id, kWaitMs);
-        auto now = node_->Get(req.team, rec.id);
+        auto done = node_->lifecycle().WaitOperation(req.team, op.id, kWaitMs);
+        auto now = node_->lifecycle().Get(req.team, rec.id);
         out.push_back(SandboxJson(now.ok() ? *now : rec));
         ops.push_back(OperationJson(done.ok() ? *done : op));
       } else {
@@ -86,13 +86,13 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
     if (!snap.ok()) return res.SendError(snap.status());
     if (snap->empty()) return res.SendError(InvalidArgument("field 'snapshot' is required"));
     if (!IsPublicId(*snap, "snap")) return res.SendError(NotFound("snapshot " + *snap + " not found"));
-    auto op = node_->Rollback(req.team, id, *snap);
+    auto op = node_->lifecycle().Rollback(req.team, id, *snap);
     if (!op.ok()) return res.SendError(op.status());
     // Rollback answers with the sandbox once it runs again (the v1 API's "→ sandbox").
-    auto done = node_->WaitOperation(req.team, op->id, kWaitMs);
+    auto done = node_->lifecycle().WaitOperation(req.team, op->id, kWaitMs);
     if (!done.ok()) return res.SendError(done.status());
-    if (done->state == "failed") return res.SendError(Internal("rollback failed: " + done->error));
-    auto rec = node_->Get(req.team, id);
+    if (done->state == store::OperationState::kFailed) return res.SendError(Internal("rollback failed: " + done->error));
+    auto rec = node_->lifecycle().Get(req.team, id);
     if (!rec.ok()) return res.SendError(rec.status());
     return res.SendJson(200, SandboxJson(*rec));
   }
@@ -101,20 +101,25 @@ void Api::Lifecycle(Request& req, Responder& res, const std::string& id, const s
 
 void Api::Snapshots(Request& req, Responder& res, const std::string& snap_id, const std::string& action) {
   if (action == "get") {
-    auto snap = node_->GetSnapshot(req.team, snap_id);
+    auto snap = node_->snapshots().Get(req.team, snap_id);
     if (!snap.ok()) return res.SendError(snap.status());
     return res.SendJson(200, SnapshotJson(*snap));
   }
   if (action == "delete") {
-    Status st = node_->DeleteSnapshot(req.team, snap_id);
+    Status st = node_->snapshots().Delete(req.team, snap_id);
     if (!st.ok()) return res.SendError(st);
     return res.Send(204, "application/json", "");
   }
   std::string against = req.Query("against");
   if (!IsPublicId(against, "snap")) return res.SendError(InvalidArgument("query 'against' must name a snapshot"));
-  auto diff = node_->Diff(req.team, snap_id, against);
+  auto diff = node_->snapshots().Diff(req.team, snap_id, against);
   if (!diff.ok()) return res.SendError(diff.status());
-  res.SendJson(200, *diff);
+  res.SendJson(200, {{"snapshot", snap_id},
+                     {"against", against},
+                     {"added", diff->added},
+                     {"changed", diff->changed},
+                     {"removed", diff->removed},
+                     {"truncated", diff->truncated}});
 }
 
 }  // namespace space::api

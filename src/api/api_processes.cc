@@ -133,11 +133,11 @@ void Api::Exec(Request& req, Responder& res, const std::string& id) {
   // A snapshot just before a risky command, so the caller can roll back what it did.
   std::string before;
   if (spec->snapshot_before) {
-    auto snap = node_->Snapshot(req.team, id, "before exec");
+    auto snap = node_->snapshots().Take(req.team, id, "before exec");
     if (!snap.ok()) return res.SendError(snap.status());
     before = snap->id;
   }
-  auto proc = node_->StartProcess(req.team, id, std::move(*spec));
+  auto proc = node_->io().Start(req.team, id, std::move(*spec));
   if (!proc.ok()) return res.SendError(proc.status());
   if (req.Header("accept").find("text/event-stream") != std::string::npos) return StreamProcess(**proc, res, before);
   // The guest enforces the timeout; the node waits a little longer for its verdict.
@@ -163,18 +163,18 @@ void Api::StartProcess(Request& req, Responder& res, const std::string& id) {
   if (!spec.ok()) return res.SendError(spec.status());
   nlohmann::json out = nlohmann::json::object();
   if (spec->snapshot_before) {
-    auto snap = node_->Snapshot(req.team, id, "before exec");
+    auto snap = node_->snapshots().Take(req.team, id, "before exec");
     if (!snap.ok()) return res.SendError(snap.status());
     out["snapshot"] = snap->id;
   }
-  auto proc = node_->StartProcess(req.team, id, std::move(*spec));
+  auto proc = node_->io().Start(req.team, id, std::move(*spec));
   if (!proc.ok()) return res.SendError(proc.status());
   out["pid"] = (*proc)->id();
   res.SendJson(201, out);
 }
 
 void Api::ListProcesses(Request& req, Responder& res, const std::string& id) {
-  auto procs = node_->ListProcesses(req.team, id);
+  auto procs = node_->io().List(req.team, id);
   if (!procs.ok()) return res.SendError(procs.status());
   nlohmann::json out = nlohmann::json::array();
   for (const auto& p : *procs) out.push_back(ProcessJson(*p));
@@ -185,7 +185,7 @@ void Api::ProcessCall(Request& req, Responder& res, const std::string& id, const
                       const std::string& action) {
   if (!IsPublicId(pid, "proc")) return res.SendError(NotFound("process " + pid.substr(0, 80) + " not found"));
   if (action == "stdin") {
-    Status st = node_->WriteStdin(req.team, id, pid, req.body);
+    Status st = node_->io().WriteStdin(req.team, id, pid, req.body);
     return st.ok() ? res.SendJson(200, {{"written", req.body.size()}}) : res.SendError(st);
   }
   if (action == "signal") {
@@ -202,23 +202,22 @@ void Api::ProcessCall(Request& req, Responder& res, const std::string& id, const
     }
     auto sig = node::SignalNumber(name);
     if (!sig) return res.SendError(InvalidArgument("unknown signal '" + name + "'"));
-    Status st = node_->SignalProcess(req.team, id, pid, *sig);
+    Status st = node_->io().Signal(req.team, id, pid, *sig);
     return st.ok() ? res.SendJson(200, {{"signal", node::SignalName(*sig)}}) : res.SendError(st);
   }
-  auto proc = node_->GetProcess(req.team, id, pid);
+  auto proc = node_->io().Get(req.team, id, pid);
   if (!proc.ok()) return res.SendError(proc.status());
   if (action == "output") return StreamProcess(**proc, res);
   res.SendJson(200, ProcessJson(**proc));
 }
 
 void Api::Commands(Request& req, Responder& res, const std::string& id) {
-  auto cmds = node_->Commands(req.team, id);
+  auto cmds = node_->io().Commands(req.team, id);
   if (!cmds.ok()) return res.SendError(cmds.status());
   nlohmann::json out = nlohmann::json::array();
   for (const auto& c : *cmds) {
-    auto cmd = nlohmann::json::parse(c.cmd_json, nullptr, false);
     out.push_back({{"pid", c.pid},
-                   {"cmd", cmd.is_discarded() ? nlohmann::json::array() : cmd},
+                   {"cmd", c.cmd},
                    {"user", c.user},
                    {"cwd", c.cwd},
                    {"started_at", FormatRfc3339(c.started_at_ms)},

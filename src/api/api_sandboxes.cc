@@ -27,16 +27,17 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(c.template_name, GetString(b, "template", "base", 63));
   if (!IsTemplateName(c.template_name)) return InvalidArgument("template name '" + c.template_name + "' is not valid");
   ASSIGN_OR_RETURN(std::string runtime, GetString(b, "runtime", "ns", 16));
-  if (runtime != "ns" && runtime != "vm") return InvalidArgument("runtime must be 'ns' or 'vm'");
-  c.runtime = runtime;
-  ASSIGN_OR_RETURN(c.cpus, GetNumber(b, "cpus", 1, 0.05, 64));
-  ASSIGN_OR_RETURN(c.memory_mb, GetInt(b, "memory_mb", 512, 16, 262144));
-  ASSIGN_OR_RETURN(c.disk_mb, GetInt(b, "disk_mb", 2048, 16, 16 << 20));
+  auto kind = store::ParseRuntimeKind(runtime);
+  if (!kind.ok()) return InvalidArgument("runtime must be 'ns' or 'vm'");
+  c.runtime = *kind;
+  ASSIGN_OR_RETURN(c.resources.cpus, GetNumber(b, "cpus", 1, 0.05, 64));
+  ASSIGN_OR_RETURN(c.resources.memory_mb, GetInt(b, "memory_mb", 512, 16, 262144));
+  ASSIGN_OR_RETURN(c.resources.disk_mb, GetInt(b, "disk_mb", 2048, 16, 16 << 20));
   ASSIGN_OR_RETURN(c.timeout_s, GetInt(b, "timeout_s", 300, 1, kMaxSandboxTimeoutS));
-  ASSIGN_OR_RETURN(c.on_timeout, GetString(b, "on_timeout", "destroy", 16));
-  if (c.on_timeout != "destroy" && c.on_timeout != "suspend") {
-    return InvalidArgument("on_timeout must be 'destroy' or 'suspend'");
-  }
+  ASSIGN_OR_RETURN(std::string on_timeout, GetString(b, "on_timeout", "destroy", 16));
+  auto action = store::ParseOnTimeout(on_timeout);
+  if (!action.ok()) return InvalidArgument("on_timeout must be 'destroy' or 'suspend'");
+  c.on_timeout = *action;
   if (b.contains("snapshot_policy") && !b["snapshot_policy"].is_null()) {
     const auto& p = b["snapshot_policy"];
     if (!p.is_object()) return InvalidArgument("field 'snapshot_policy' must be an object");
@@ -44,7 +45,7 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
     ASSIGN_OR_RETURN(int64_t every, GetInt(p, "every_s", 3600, 1, 86400));
     ASSIGN_OR_RETURN(int64_t keep, GetInt(p, "keep", 24, 1, 1000));
     ASSIGN_OR_RETURN(int64_t max_age, GetInt(p, "max_age_s", kMaxSandboxTimeoutS, 60, kMaxSandboxTimeoutS));
-    c.snapshot_policy = {{"every_s", every}, {"keep", keep}, {"max_age_s", max_age}};
+    c.snapshot_policy = {.every_s = every, .keep = keep, .max_age_s = max_age};
   }
   ASSIGN_OR_RETURN(c.env, GetStringMap(b, "env", 256, 256, 32768, IsEnvName));
   ASSIGN_OR_RETURN(c.metadata, GetStringMap(b, "metadata", 64, 64, 512, IsMetadataKey));
@@ -80,16 +81,16 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
 void Api::CreateSandbox(Request& req, Responder& res) {
   auto parsed = ParseCreate(req);
   if (!parsed.ok()) return res.SendError(parsed.status());
-  auto created = node_->Create(*parsed);
+  auto created = node_->lifecycle().Create(*parsed);
   if (!created.ok()) return res.SendError(created.status());
   auto& [rec, op] = *created;
   if (!WantsWait(req)) return res.SendJson(202, {{"sandbox", SandboxJson(rec)}, {"operation", OperationJson(op)}});
-  auto done = node_->WaitOperation(req.team, op.id, kWaitMs);
+  auto done = node_->lifecycle().WaitOperation(req.team, op.id, kWaitMs);
   if (!done.ok()) return res.SendError(done.status());
-  auto sbx = node_->Get(req.team, rec.id);
+  auto sbx = node_->lifecycle().Get(req.team, rec.id);
   if (!sbx.ok()) return res.SendError(sbx.status());
-  if (done->state == "succeeded") return res.SendJson(201, {{"sandbox", SandboxJson(*sbx)}});
-  if (done->state == "failed") {
+  if (done->state == store::OperationState::kSucceeded) return res.SendJson(201, {{"sandbox", SandboxJson(*sbx)}});
+  if (done->state == store::OperationState::kFailed) {
     return res.SendJson(500, {{"code", "internal"},
                               {"message", "sandbox " + rec.id + " failed to start: " + done->error},
                               {"sandbox", SandboxJson(*sbx)}});
@@ -100,7 +101,12 @@ void Api::CreateSandbox(Request& req, Responder& res) {
 void Api::ListSandboxes(Request& req, Responder& res) {
   store::SandboxFilter f;
   f.team = req.team;
-  if (req.HasQuery("state")) f.state = req.Query("state");
+  if (req.HasQuery("state")) {
+    // A state no sandbox can be in matches none.
+    auto state = store::ParseSandboxState(req.Query("state"));
+    if (!state.ok()) return res.SendJson(200, {{"sandboxes", nlohmann::json::array()}, {"next_page_token", nullptr}});
+    f.state = *state;
+  }
   auto limit = GetInt(nlohmann::json{{"limit", req.HasQuery("limit") ? std::strtoll(req.Query("limit").c_str(), nullptr, 10) : 100}},
                       "limit", 100, 1, 1000);
   if (!limit.ok()) return res.SendError(limit.status());
@@ -114,13 +120,13 @@ void Api::ListSandboxes(Request& req, Responder& res) {
   std::string next;
   f.limit = 200;
   for (;;) {
-    auto page = node_->List(f);
+    auto page = node_->lifecycle().List(f);
     if (!page.ok()) return res.SendError(page.status());
     for (const auto& r : *page) {
-      auto md = nlohmann::json::parse(r.metadata_json, nullptr, false);
       bool match = true;
       for (const auto& [k, v] : meta) {
-        if (!md.is_object() || !md.contains(k) || md[k] != v) match = false;
+        auto it = r.metadata.find(k);
+        if (it == r.metadata.end() || it->second != v) match = false;
       }
       f.after_id = r.id;
       if (!match) continue;
@@ -137,22 +143,28 @@ void Api::ListSandboxes(Request& req, Responder& res) {
 }
 
 void Api::GetSandbox(Request& req, Responder& res, const std::string& id) {
-  auto rec = node_->Get(req.team, id);
+  auto rec = node_->lifecycle().Get(req.team, id);
   if (!rec.ok()) return res.SendError(rec.status());
   nlohmann::json j = SandboxJson(*rec);
   // Read live from the kernel, so only here: a list would cost a cgroup read per sandbox.
-  j["limits_hit"] = node_->LimitsHit(*rec);
+  nlohmann::json limits = nlohmann::json::array();
+  for (const auto& hit : node_->metrics().LimitsHit(*rec)) {
+    limits.push_back({{"kind", hit.kind},
+                      {"count", hit.count ? nlohmann::json(*hit.count) : nlohmann::json(nullptr)},
+                      {"message", hit.message}});
+  }
+  j["limits_hit"] = std::move(limits);
   res.SendJson(200, j);
 }
 
 void Api::DeleteSandbox(Request& req, Responder& res, const std::string& id) {
-  auto op = node_->Destroy(req.team, id);
+  auto op = node_->lifecycle().Destroy(req.team, id);
   if (!op.ok()) return res.SendError(op.status());
   if (!WantsWait(req)) return res.SendJson(202, OperationJson(*op));
-  auto done = node_->WaitOperation(req.team, op->id, kWaitMs);
+  auto done = node_->lifecycle().WaitOperation(req.team, op->id, kWaitMs);
   if (!done.ok()) return res.SendError(done.status());
-  if (done->state == "succeeded") return res.Send(204, "application/json", "");
-  res.SendJson(done->state == "failed" ? 500 : 202, OperationJson(*done));
+  if (done->state == store::OperationState::kSucceeded) return res.Send(204, "application/json", "");
+  res.SendJson(done->state == store::OperationState::kFailed ? 500 : 202, OperationJson(*done));
 }
 
 void Api::SetTimeout(Request& req, Responder& res, const std::string& id) {
@@ -162,14 +174,14 @@ void Api::SetTimeout(Request& req, Responder& res, const std::string& id) {
   if (!b->contains("timeout_s")) return res.SendError(InvalidArgument("field 'timeout_s' is required"));
   auto t = GetInt(*b, "timeout_s", 0, 1, kMaxSandboxTimeoutS);
   if (!t.ok()) return res.SendError(t.status());
-  auto rec = node_->SetTimeout(req.team, id, *t);
+  auto rec = node_->lifecycle().SetTimeout(req.team, id, *t);
   if (!rec.ok()) return res.SendError(rec.status());
   res.SendJson(200, SandboxJson(*rec));
 }
 
 void Api::GetOperation(Request& req, Responder& res, const std::string& id) {
   if (!IsPublicId(id, "op")) return res.SendError(NotFound("operation " + id.substr(0, 80) + " not found"));
-  auto op = WantsWait(req) ? node_->WaitOperation(req.team, id, kWaitMs) : node_->GetOperation(req.team, id);
+  auto op = WantsWait(req) ? node_->lifecycle().WaitOperation(req.team, id, kWaitMs) : node_->lifecycle().GetOperation(req.team, id);
   if (!op.ok()) return res.SendError(op.status());
   res.SendJson(200, OperationJson(*op));
 }
@@ -183,17 +195,16 @@ void Api::ListAudit(Request& req, Responder& res) {
     return res.SendError(InvalidArgument("kind must be lifecycle, exec, egress or credential"));
   }
   f.limit = 500;
-  auto events = node_->Audit(f);
+  auto events = node_->audit().List(f);
   if (!events.ok()) return res.SendError(events.status());
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : *events) {
-    auto detail = nlohmann::json::parse(e.detail_json, nullptr, false);
     out.push_back({{"seq", e.seq},
                    {"time", FormatRfc3339(e.ts_ms)},
                    {"sandbox", e.sandbox},
                    {"kind", e.kind},
                    {"action", e.action},
-                   {"detail", detail.is_discarded() ? nlohmann::json::object() : detail}});
+                   {"detail", e.detail}});
   }
   res.SendJson(200, {{"events", out}});
 }
@@ -209,7 +220,7 @@ nlohmann::json TemplateJson(const storage::TemplateInfo& t) {
 
 void Api::Templates(Request& req, Responder& res, const std::string& name) {
   if (req.method == "GET" && name.empty()) {
-    auto list = node_->ListTemplates();
+    auto list = node_->templates().List();
     if (!list.ok()) return res.SendError(list.status());
     nlohmann::json out = nlohmann::json::array();
     for (const auto& t : *list) out.push_back(TemplateJson(t));
@@ -217,7 +228,7 @@ void Api::Templates(Request& req, Responder& res, const std::string& name) {
   }
   if (req.method == "GET") {
     if (!IsTemplateName(name)) return res.SendError(NotFound("template not found"));
-    auto t = node_->GetTemplate(name);
+    auto t = node_->templates().Get(name);
     if (!t.ok()) return res.SendError(t.status());
     return res.SendJson(200, TemplateJson(*t));
   }
@@ -243,7 +254,7 @@ void Api::Templates(Request& req, Responder& res, const std::string& name) {
     }
   };
   if (sse && !res.StartStream(200, "text/event-stream").ok()) return;
-  auto t = source->empty() ? node_->BuildTemplate(*tname, progress) : node_->ImportTemplate(*tname, *source, progress);
+  auto t = source->empty() ? node_->templates().Build(*tname, progress) : node_->templates().Import(*tname, *source, progress);
   if (!sse) {
     if (!t.ok()) return res.SendError(t.status());
     return res.SendJson(201, TemplateJson(*t));

@@ -101,7 +101,11 @@ Status WriteMap(int proc_dir, const char* name, const std::string& map) {
 // A group a VMM may join: /dev/kvm's, when that group may read and write it and is not root's.
 Status CheckKvmGroup(int64_t kvm_gid) {
   struct stat st;
-  if (::stat("/dev/kvm", &st) != 0) return ErrnoStatus("stat", "/dev/kvm", errno);
+  // A host without /dev/kvm has no such group: refused like any other gid.
+  if (::stat("/dev/kvm", &st) != 0) {
+    return PermissionDenied("userns_map: gid " + std::to_string(kvm_gid) + ": no /dev/kvm on this host (" +
+                            ErrnoStatus("stat", "/dev/kvm", errno).message() + ")");
+  }
   if (!S_ISCHR(st.st_mode) || st.st_gid == 0 || static_cast<int64_t>(st.st_gid) != kvm_gid ||
       (st.st_mode & 060) != 060) {
     return PermissionDenied("userns_map: gid " + std::to_string(kvm_gid) + " is not a group that uses /dev/kvm");
@@ -416,7 +420,7 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
       return ImportOpen(request, reply_fds);
     case Op::kQuotaRescan: {
       if (pool_dir_.empty()) return Conflict("broker: started without a storage pool");
-      ASSIGN_OR_RETURN(bool started, storage::RescanIfInconsistent(pool_dir_));
+      ASSIGN_OR_RETURN(bool started, storage::RescanIfInconsistent(nullptr, pool_dir_));
       return nlohmann::json{{"started", started}};
     }
     case Op::kKillChild: {

@@ -14,13 +14,16 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/protocol.h"
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "network/firewall.h"
 
 namespace space::broker {
 
-class BrokerClient {
+// The node's client for its root broker: the privileged acts the node gave up
+// (PrivilegedActs), and the network, cgroup and uid-slot requests only the node makes.
+class BrokerClient final : public PrivilegedActs {
  public:
   // Forks and executes `space broker` from this program's binary, and waits for its hello.
   // Call while the process is still one thread, and before dropping kNodeDroppedCapabilities:
@@ -32,7 +35,7 @@ class BrokerClient {
                                                      const std::string& import_root);
   // A client over a socket whose other end some broker serves (tests).
   explicit BrokerClient(UniqueFd socket, pid_t pid = -1, UniqueFd pidfd = UniqueFd());
-  ~BrokerClient();
+  ~BrokerClient() override;
 
   pid_t pid() const { return pid_; }
   // Whether the broker process has exited, waiting up to timeout_ms; reaps it when it has.
@@ -49,40 +52,39 @@ class BrokerClient {
   Status SeqpacketPair(int64_t send_buffer_bytes, UniqueFd* a, UniqueFd* b);
   // One cgroup_* request (cgroup_attach with the process's pidfd); see BrokerCgroupActs.
   Status CgroupAct(const Request& request, int pidfd = -1);
-  // SIGKILL to this process's child behind `pidfd` (common/kill_child.h routes here).
-  // kNotFound when it has exited; kPermissionDenied for anything but a child;
-  // kInvalidArgument for a descriptor that is not a pidfd.
-  Status KillChild(int pidfd);
-  // Writes the id maps of this process's child in a fresh user namespace (runtime/ns/userns.h
-  // routes here). kPermissionDenied for anything but such a child, or a kvm group that is not
-  // /dev/kvm's.
-  Status MapUserns(const runtime::ns::IdMapRequest& request);
+  // SIGKILL to this process's child behind `pidfd` (common/kill_child.h). kNotFound when it
+  // has exited; kPermissionDenied for anything but a child; kInvalidArgument for a descriptor
+  // that is not a pidfd.
+  Status KillChild(int pidfd) override;
+  // Writes the id maps of this process's child in a fresh user namespace (runtime/ns/userns.h).
+  // kPermissionDenied for anything but such a child, or a kvm group that is not /dev/kvm's.
+  Status MapUserns(const IdMapRequest& request) override;
   // A lease on a host uid slot: `preferred` when free, else the lowest free (HostSlots).
   Result<int64_t> UidAcquire(int64_t preferred);
   Status UidRelease(int64_t uid_slot);
   // A detached idmapped clone (nosuid, nodev) of the pool directory `dir_fd` for the user
   // namespace of the node's child `pidfd`, which maps root to the slot starting at `uid_base`;
   // read-only with `read_only` (a snapshot's clone must be).
-  Result<UniqueFd> IdmapTree(int dir_fd, int pidfd, uint32_t uid_base, bool read_only = false);
-  // The pool's btrfs acts that need CAP_SYS_ADMIN (storage/btrfs.h BtrfsAdminRoute): by the
-  // host path of the subvolume, which this process opens (never following a link) and passes.
-  Status DeleteSubvolume(const std::string& path);
+  Result<UniqueFd> IdmapTree(int dir_fd, int pidfd, uint32_t uid_base, bool read_only) override;
+  // The pool's btrfs acts that need CAP_SYS_ADMIN (storage/btrfs.h): by the host path of the
+  // subvolume, which this process opens (never following a link) and passes.
+  Status DeleteSubvolume(const std::string& path) override;
   // subvol_snapshot: `source` (a pool subvolume) at `path` (a new name in a pool directory).
-  Status SnapshotSubvolume(const std::string& source, const std::string& path, bool read_only);
+  Status SnapshotSubvolume(const std::string& source, const std::string& path, bool read_only) override;
   // subvol_create: an empty subvolume, uid 0's, at `path` (a new name in a pool directory).
-  Status CreateSubvolume(const std::string& path);
+  Status CreateSubvolume(const std::string& path) override;
   // vm_state_dir: the sandbox root `rootfs`'s .space-vm, made if absent and given to the
   // node's uid (HostSlots::NodeUid) with the files in it that uid 0 left.
-  Status MakeVmStateDir(const std::string& rootfs);
+  Status MakeVmStateDir(const std::string& rootfs) override;
   // import_open: a template import's source, resolved by the broker inside its import root: a
   // tarball open for reading, or a directory as O_PATH (for a read-only IdmapTree).
   Result<UniqueFd> OpenImportSource(const std::string& source);
-  Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
-  Result<bool> RescanQuotaIfInconsistent();
-  // Nice values (0..19) this process may not set itself (common/nice.h NiceRoute routes them):
-  // of its child behind `pidfd`, and of its own thread `tid`.
-  Status SetChildNice(int pidfd, int nice);
-  Status SetThreadNice(pid_t tid, int nice);
+  Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) override;
+  Result<bool> RescanQuotaIfInconsistent() override;
+  // Nice values (0..19) this process may not set itself (common/nice.h): of its child behind
+  // `pidfd`, and of its own thread `tid`.
+  Status SetChildNice(int pidfd, int nice) override;
+  Status SetThreadNice(pid_t tid, int nice) override;
 
  private:
   Result<nlohmann::json> Call(const Request& request, int fd = -1, std::vector<UniqueFd>* reply_fds = nullptr);

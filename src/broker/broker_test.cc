@@ -534,9 +534,9 @@ TEST_F(BrokerRootTest, IdmapsOnlyItsPoolsTreesForItsSlotsSandboxes) {
   const char* tmpl = tp->dir.c_str();
   const storage::PoolMount* m = &tp->mount;
   const std::string pool = m->pool_dir;
-  ASSERT_TRUE(storage::CreateSubvolume(pool + "/sandboxes/sbx_1").ok());
-  ASSERT_TRUE(storage::CreateSubvolume(pool + "/templates/tmp-0123456789abcdef").ok());
-  ASSERT_TRUE(storage::CreateSnapshot(pool + "/sandboxes/sbx_1", pool + "/snapshots/snap_1", /*read_only=*/false).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, pool + "/sandboxes/sbx_1").ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, pool + "/templates/tmp-0123456789abcdef").ok());
+  ASSERT_TRUE(storage::CreateSnapshot(nullptr, pool + "/sandboxes/sbx_1", pool + "/snapshots/snap_1", /*read_only=*/false).ok());
   // A plain directory where a sandbox root belongs: a hard link from elsewhere on the same
   // filesystem could sit in it, so it is refused whatever its name.
   ASSERT_EQ(::mkdir((pool + "/sandboxes/sbx_plain").c_str(), 0700), 0);
@@ -607,9 +607,9 @@ TEST_F(BrokerRootTest, ActsOnlyOnItsPoolsSubvolumesOverItsSocket) {
   ASSERT_TRUE(m->btrfs && m->quota_enabled);
   const std::string pool = m->pool_dir;
   const std::string root = pool + "/sandboxes/sbx_1", snap = pool + "/snapshots/snap_1", other = pool + "/other";
-  ASSERT_TRUE(storage::CreateSubvolume(root).ok());
-  ASSERT_TRUE(storage::CreateSnapshot(root, snap, /*read_only=*/true).ok());
-  ASSERT_TRUE(storage::CreateSubvolume(other).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, root).ok());
+  ASSERT_TRUE(storage::CreateSnapshot(nullptr, root, snap, /*read_only=*/true).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, other).ok());
   ASSERT_EQ(::symlink(pool.c_str(), (pool + "/sandboxes/link").c_str()), 0);
   FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .pool_dir = pool});
   ASSERT_GT(broker.pid, 0);
@@ -657,9 +657,9 @@ TEST_F(BrokerRootTest, SnapshotsOnlyItsPoolsSubvolumesIntoItsPool) {
   const storage::PoolMount* m = &tp->mount;
   const std::string pool = m->pool_dir;
   const std::string root = pool + "/sandboxes/sbx_1", other = pool + "/other", plain = pool + "/sandboxes/plain";
-  ASSERT_TRUE(storage::CreateSubvolume(root).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, root).ok());
   ASSERT_EQ(::chown(root.c_str(), 1000, 1000), 0);
-  ASSERT_TRUE(storage::CreateSubvolume(other).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, other).ok());
   ASSERT_EQ(::mkdir(plain.c_str(), 0755), 0);
   ASSERT_EQ(::symlink(tmpl, (pool + "/snapshots/link").c_str()), 0);
   FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .pool_dir = pool});
@@ -706,8 +706,8 @@ TEST_F(BrokerRootTest, MakesRootsScratchTreesAndVmStateDirsOnlyInItsPool) {
   ASSERT_TRUE(tp.ok()) << tp.status().ToString();
   const std::string pool = tp->mount.pool_dir;
   const std::string root = pool + "/sandboxes/sbx_1", linked = pool + "/sandboxes/sbx_2";
-  ASSERT_TRUE(storage::CreateSubvolume(root).ok());
-  ASSERT_TRUE(storage::CreateSubvolume(linked).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, root).ok());
+  ASSERT_TRUE(storage::CreateSubvolume(nullptr, linked).ok());
   ASSERT_EQ(::symlink(tp->dir.c_str(), (linked + "/" + runtime::kVmStateDir).c_str()), 0);
   const std::string state = root + "/" + runtime::kVmStateDir;
   FilteredBroker broker = ForkFilteredBroker(BrokerConfig{.net_lock_dir = "/nonexistent", .pool_dir = pool});

@@ -257,33 +257,11 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << broker.status().ToString() << "\n";
     return 1;
   }
-  // Without CAP_KILL, the node's kills of its children under other uids (sandbox inits,
-  // VMMs, the gateway worker, the API front) go through the broker. Set before any thread
-  // starts; the broker lives until this process exits (_exit below).
-  SetChildKillRoute([b = broker->get()](int pidfd) { return b->KillChild(pidfd); });
-  // And the nice values a warm-pool refill lowers back to normal (CAP_SYS_NICE).
-  SetNiceRoute({
-      .child = [b = broker->get()](int pidfd, int nice) { return b->SetChildNice(pidfd, nice); },
-      .thread = [b = broker->get()](pid_t tid, int nice) { return b->SetThreadNice(tid, nice); },
-  });
-  // The id maps of sandboxes' and VMMs' user namespaces, likewise (CAP_SETUID on the host).
-  runtime::ns::SetIdMapRoute([b = broker->get()](const runtime::ns::IdMapRequest& r) { return b->MapUserns(r); });
-  // And the idmapped clones of sandbox roots and template builds (CAP_SYS_ADMIN on the host).
-  runtime::ns::SetIdmapRoute([b = broker->get()](const runtime::ns::IdmapRequest& r) {
-    return b->IdmapTree(r.dir_fd, r.pidfd, r.uid_base, r.read_only);
-  });
-  // And the pool's btrfs acts that need CAP_SYS_ADMIN (deletes, limits, rescans).
-  storage::SetBtrfsAdminRoute({
-      .delete_subvolume = [b = broker->get()](const std::string& path) { return b->DeleteSubvolume(path); },
-      .create_snapshot = [b = broker->get()](const std::string& source, const std::string& path,
-                                             bool read_only) { return b->SnapshotSubvolume(source, path, read_only); },
-      .set_exclusive_limit = [b = broker->get()](const std::string& path,
-                                                 uint64_t bytes) { return b->SetExclusiveLimit(path, bytes); },
-      .rescan_if_inconsistent = [b = broker->get()](const std::string&) { return b->RescanQuotaIfInconsistent(); },
-      .create_subvolume = [b = broker->get()](const std::string& path) { return b->CreateSubvolume(path); },
-  });
-  // And the vm runtime's state dir in a sandbox root, which is uid 0's (the root's own).
-  runtime::SetVmStateDirRoute([b = broker->get()](const std::string& rootfs) { return b->MakeVmStateDir(rootfs); });
+  // From here on, what the node gave up the broker does for it: kills of its children under
+  // other uids, id maps, idmapped clones, the pool's btrfs acts, nice values, the vm state dir
+  // (common/privileged_acts.h). It is handed to each part that needs one of these acts; the
+  // broker lives until this process exits (_exit below).
+  PrivilegedActs* const privileged = broker->get();
   // What the node reads by name only once, read now, while it may: an admin's CA file may be
   // root's alone, and the guest binary may sit below a directory only root may search (a
   // checkout in /root). The binary is kept open and named through this process's descriptor
@@ -404,10 +382,10 @@ int RunDev(const DevOptions& options) {
   }
   HelperUser front_user;
   front_user.uid = HostSlots::UidBase(*front_slot);
-  front_user.map_ids = [uid = front_user.uid](int pidfd, pid_t pid) {
-    return runtime::ns::MapIds({.pidfd = pidfd, .pid = pid, .uid_base = uid, .shape = runtime::ns::IdMapShape::kOneId});
+  front_user.map_ids = [uid = front_user.uid, privileged](int pidfd, pid_t pid) {
+    return runtime::ns::MapIds(privileged, {.pidfd = pidfd, .pid = pid, .uid_base = uid, .shape = IdMapShape::kOneId});
   };
-  auto front = front::FrontProcess::Start(std::move(*listener), &server, std::move(front_user));
+  auto front = front::FrontProcess::Start(std::move(*listener), &server, std::move(front_user), privileged);
   if (!front.ok()) {
     std::cerr << "space dev: " << front.status().ToString() << "\n";
     return 1;

@@ -8,34 +8,22 @@
 #include <memory>
 #include <string>
 
-#include "common/route.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
 
 namespace space {
-namespace {
-
-space::Route<ChildKillRoute> kill_route;
-
-}  // namespace
-
-void SetChildKillRoute(ChildKillRoute r) {
-  kill_route.Set(r ? std::make_shared<const ChildKillRoute>(std::move(r)) : nullptr);
-}
-
-Status KillChild(int pidfd) {
+Status KillChild(PrivilegedActs* acts, int pidfd) {
   if (::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0) == 0 || errno == ESRCH) return Status::Ok();
   const int err = errno;
-  auto r = kill_route.Get();
-  if (err != EPERM || !r) return ErrnoStatus("pidfd_send_signal", "SIGKILL to a child", err);
-  Status st = (*r)(pidfd);
+  if (err != EPERM || acts == nullptr) return ErrnoStatus("pidfd_send_signal", "SIGKILL to a child", err);
+  Status st = acts->KillChild(pidfd);
   if (st.code() == StatusCode::kNotFound) return Status::Ok();  // it exited meanwhile
   return st.Annotate("kill a child");
 }
 
-Status KillChildPid(pid_t pid) {
+Status KillChildPid(PrivilegedActs* acts, pid_t pid) {
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  if (pidfd.valid()) return KillChild(pidfd.get());
+  if (pidfd.valid()) return KillChild(acts, pidfd.get());
   if (errno == ESRCH) return Status::Ok();
   // No descriptor to hand on (out of descriptors): only a kill this process may send itself.
   if (::kill(pid, SIGKILL) == 0 || errno == ESRCH) return Status::Ok();

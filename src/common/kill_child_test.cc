@@ -11,6 +11,7 @@
 
 #include "common/capabilities.h"
 #include "common/datagram.h"
+#include "common/fake_privileged_acts.h"
 #include "common/unique_fd.h"
 
 namespace space {
@@ -39,22 +40,22 @@ bool KilledBySigkill(pid_t pid) {
   return ::waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
 }
 
-TEST(KillChildTest, KillsItsOwnChildWithoutARoute) {
-  SetChildKillRoute(nullptr);
+TEST(KillChildTest, KillsItsOwnChildWithoutTheBroker) {
+  FakePrivilegedActs acts;  // any act through it would fail the kill
   pid_t pid = StartSleeper(::getuid());
   ASSERT_GT(pid, 0);
-  ASSERT_TRUE(KillChildPid(pid).ok());
+  ASSERT_TRUE(KillChildPid(&acts, pid).ok());
   EXPECT_TRUE(KilledBySigkill(pid));
   // Reaped: nothing left to kill, which is not an error.
-  EXPECT_TRUE(KillChildPid(pid).ok());
+  EXPECT_TRUE(KillChildPid(nullptr, pid).ok());
 }
 
 // As a node that gave CAP_KILL away: a child under another uid is out of its own reach, and
-// the kill goes by the route, with the child's pidfd. The "node" is a forked child without
-// CAP_KILL; the test process, which keeps it, plays the broker at the route's other end.
-TEST(KillChildTest, WithoutCapKillAChildOfAnotherUidGoesByTheRoute) {
+// the kill goes to its PrivilegedActs, with the child's pidfd. The "node" is a forked child
+// without CAP_KILL; the test process, which keeps it, plays the broker at the other end.
+TEST(KillChildTest, WithoutCapKillAChildOfAnotherUidGoesToTheBroker) {
   if (::geteuid() != 0 || !HasEffectiveCapability(CAP_SETPCAP)) GTEST_SKIP() << "needs root";
-  constexpr DatagramLimits kLimits{64, 1, "test route"};
+  constexpr DatagramLimits kLimits{64, 1, "test broker"};
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
   UniqueFd broker_end(sv[0]), node_end(sv[1]);
@@ -65,27 +66,26 @@ TEST(KillChildTest, WithoutCapKillAChildOfAnotherUidGoesByTheRoute) {
     pid_t child = StartSleeper(65534);
     if (child <= 0) ::_exit(1);
     if (!DropCapabilities({CAP_KILL}).ok()) ::_exit(2);
-    SetChildKillRoute(nullptr);
-    if (::kill(child, 0) == 0 || KillChildPid(child).ok()) ::_exit(3);  // EPERM, nowhere to go
-    ChildKillRoute to_broker = [&](int pidfd) -> Status {
+    if (::kill(child, 0) == 0 || KillChildPid(nullptr, child).ok()) ::_exit(3);  // EPERM, nowhere to go
+    auto to_broker = [&](int pidfd) -> Status {
       RETURN_IF_ERROR(SendDatagram(node_end.get(), "kill", {pidfd}, kLimits));
       ASSIGN_OR_RETURN(Datagram reply, ReceiveDatagram(node_end.get(), kLimits));
       return reply.bytes == "ok" ? Status::Ok() : Unavailable(reply.bytes);
     };
-    SetChildKillRoute(to_broker);
-    if (!KillChildPid(child).ok()) ::_exit(4);
+    FakePrivilegedActs acts;
+    acts.kill_child = to_broker;
+    if (!KillChildPid(&acts, child).ok()) ::_exit(4);
     int status = 0;
     if (::waitpid(child, &status, 0) != child || !WIFSIGNALED(status)) ::_exit(5);
     pid_t second = StartSleeper(65534);
     if (second <= 0) ::_exit(1);
-    SetChildKillRoute([](int) { return NotFound("exited"); });
-    if (!KillChildPid(second).ok()) ::_exit(6);  // "gone meanwhile" counts as done
-    SetChildKillRoute([](int) { return Unavailable("the broker is gone"); });
-    if (KillChildPid(second).code() != StatusCode::kUnavailable) ::_exit(7);
-    SetChildKillRoute(to_broker);
-    if (!KillChildPid(second).ok()) ::_exit(4);
+    acts.kill_child = [](int) { return NotFound("exited"); };
+    if (!KillChildPid(&acts, second).ok()) ::_exit(6);  // "gone meanwhile" counts as done
+    acts.kill_child = [](int) { return Unavailable("the broker is gone"); };
+    if (KillChildPid(&acts, second).code() != StatusCode::kUnavailable) ::_exit(7);
+    acts.kill_child = to_broker;
+    if (!KillChildPid(&acts, second).ok()) ::_exit(4);
     if (::waitpid(second, &status, 0) != second || !WIFSIGNALED(status)) ::_exit(5);
-    SetChildKillRoute(nullptr);
     ::_exit(0);
   }
   node_end.reset();
@@ -103,7 +103,7 @@ TEST(KillChildTest, WithoutCapKillAChildOfAnotherUidGoesByTheRoute) {
   ASSERT_EQ(::waitpid(node, &status, 0), node);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "1: no sleeper, 2: drop failed, 3: no EPERM, 4: route failed, 5: not killed, 6: exited is an "
+      << "1: no sleeper, 2: drop failed, 3: no EPERM, 4: broker failed, 5: not killed, 6: exited is an "
          "error, 7: error lost";
   EXPECT_EQ(kills, 2);
 }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/capabilities.h"
+#include "common/fake_privileged_acts.h"
 #include "common/unique_fd.h"
 
 namespace space {
@@ -26,31 +27,31 @@ int InChildWithoutSysNice(const std::function<int()>& body) {
   return WEXITSTATUS(status);
 }
 
-TEST(NiceTest, RaisesLocallyAndLowersOnlyThroughTheRoute) {
+TEST(NiceTest, RaisesLocallyAndLowersOnlyThroughTheBroker) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (drops CAP_SYS_NICE)";
   int code = InChildWithoutSysNice([] {
-    SetNiceRoute({});
-    if (!SetThreadNice(10).ok() || ::getpriority(PRIO_PROCESS, 0) != 10) return 1;  // a raise: no privilege
-    if (SetThreadNice(0).ok()) return 2;  // a lowering without a route: the kernel refuses
+    FakePrivilegedActs acts;
+    if (!SetThreadNice(&acts, 10).ok() || ::getpriority(PRIO_PROCESS, 0) != 10) return 1;  // a raise: no privilege
+    if (SetThreadNice(nullptr, 0).ok()) return 2;  // a lowering without the broker: the kernel refuses
     if (::getpriority(PRIO_PROCESS, 0) != 10) return 3;
     pid_t asked_tid = 0;
     int asked_nice = -1;
-    SetNiceRoute({.thread = [&](pid_t tid, int nice) {
+    acts.thread_nice = [&](pid_t tid, int nice) {
       asked_tid = tid;
       asked_nice = nice;
       return Status::Ok();
-    }});
-    if (!SetThreadNice(0).ok() || asked_tid != ::gettid() || asked_nice != 0) return 4;
-    SetNiceRoute({.thread = [](pid_t, int) { return PermissionDenied("no"); }});
-    Status st = SetThreadNice(0);
+    };
+    if (!SetThreadNice(&acts, 0).ok() || asked_tid != ::gettid() || asked_nice != 0) return 4;
+    acts.thread_nice = [](pid_t, int) { return PermissionDenied("no"); };
+    Status st = SetThreadNice(&acts, 0);
     if (st.code() != StatusCode::kPermissionDenied) return 5;
-    if (SetThreadNice(-1).code() != StatusCode::kInvalidArgument || SetThreadNice(20).ok()) return 6;
+    if (SetThreadNice(&acts, -1).code() != StatusCode::kInvalidArgument || SetThreadNice(&acts, 20).ok()) return 6;
     return 0;
   });
   EXPECT_EQ(code, 0);
 }
 
-TEST(NiceTest, ChildUnderAnotherUidGoesThroughTheRoute) {
+TEST(NiceTest, ChildUnderAnotherUidGoesThroughTheBroker) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (a child under another uid)";
   int code = InChildWithoutSysNice([] {
     pid_t child = ::fork();
@@ -62,14 +63,14 @@ TEST(NiceTest, ChildUnderAnotherUidGoesThroughTheRoute) {
     ::usleep(50000);  // its setresuid first
     UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
     int verdict = 0;
-    SetNiceRoute({});
-    if (SetChildNice(pidfd.get(), child, 5).ok()) verdict = 1;  // another uid: refused here
+    if (SetChildNice(nullptr, pidfd.get(), child, 5).ok()) verdict = 1;  // another uid: refused here
     int asked_fd = -1;
-    SetNiceRoute({.child = [&](int fd, int nice) {
+    FakePrivilegedActs acts;
+    acts.child_nice = [&](int fd, int nice) {
       asked_fd = fd;
       return nice == 5 ? Status::Ok() : InvalidArgument("nice");
-    }});
-    if (verdict == 0 && (!SetChildNice(pidfd.get(), child, 5).ok() || asked_fd != pidfd.get())) verdict = 2;
+    };
+    if (verdict == 0 && (!SetChildNice(&acts, pidfd.get(), child, 5).ok() || asked_fd != pidfd.get())) verdict = 2;
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
     return verdict;

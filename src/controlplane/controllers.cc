@@ -85,7 +85,7 @@ void Controllers::RunJob(store::JobRecord job) {
     return;  // another replica holds it now and records the outcome
   }
   auto now = store_->NowMs();
-  auto done = store_->FinishJob(job.id, config_.replica, st.ok() ? "succeeded" : "failed", st.ok() ? "" : st.message(),
+  auto done = store_->FinishJob(job.id, config_.replica, st.ok() ? store::JobState::kSucceeded : store::JobState::kFailed, st.ok() ? "" : st.message(),
                                 now.ok() ? *now : WallNowMs());
   if (!done.ok()) LogWarn("controllers", done.status().ToString());
   LogInfo("controllers", job.kind + " " + job.target + ": " + (st.ok() ? "done" : st.ToString()));
@@ -111,7 +111,7 @@ Status Controllers::Act(const std::string& node_name, const store::JobRecord& jo
 }
 
 Status Controllers::Migrate(store::JobRecord* job, bool* taken_over) {
-  auto payload = nlohmann::json::parse(job->payload_json, nullptr, false);
+  nlohmann::json& payload = job->payload;
   if (!payload.is_object() || !payload.contains("from") || !payload["from"].is_string()) {
     return InvalidArgument("migrate job without a source node");
   }
@@ -120,8 +120,7 @@ Status Controllers::Migrate(store::JobRecord* job, bool* taken_over) {
   // suspended by someone else stays suspended, and one that was paused is paused again.
   auto renew = [&]() -> Status {
     ASSIGN_OR_RETURN(int64_t now, store_->NowMs());
-    job->payload_json = payload.dump();
-    ASSIGN_OR_RETURN(bool held, store_->RenewJob(job->id, config_.replica, now + config_.lease_ms, job->payload_json));
+    ASSIGN_OR_RETURN(bool held, store_->RenewJob(job->id, config_.replica, now + config_.lease_ms, job->payload));
     if (!held) {
       *taken_over = true;
       return Conflict("job " + job->id + " was taken over by another replica");
@@ -130,27 +129,27 @@ Status Controllers::Migrate(store::JobRecord* job, bool* taken_over) {
   };
   // At most a handful of steps: suspend, wait out an in-flight transition, resume.
   for (int step = 0; step < 40; ++step) {
-    ASSIGN_OR_RETURN(store::SandboxRecord rec, store_->GetSandbox(job->target));
+    ASSIGN_OR_RETURN(store::Sandbox rec, store_->GetSandbox(job->target));
     RETURN_IF_ERROR(renew());  // taken over: stop here
     const bool ours = payload.value("suspended", false);
     Status acted;
-    if ((rec.state == "running" || rec.state == "paused") && rec.node == from) {
-      payload["was"] = rec.state;
+    if ((rec.state == store::SandboxState::kRunning || rec.state == store::SandboxState::kPaused) && rec.node == from) {
+      payload["was"] = store::StateName(rec.state);
       payload["suspended"] = true;  // before the call: a takeover must not mistake it for another's
       RETURN_IF_ERROR(renew());
       acted = Act(from, *job, "suspend");
-    } else if (rec.state == "suspended" && ours) {
+    } else if (rec.state == store::SandboxState::kSuspended && ours) {
       ASSIGN_OR_RETURN(auto nodes, store_->ListNodes());
       ASSIGN_OR_RETURN(int64_t now, store_->NowMs());
       ASSIGN_OR_RETURN(store::NodeRecord to, PickNode(nodes, {rec.template_name, from}, now, config_.stale_ms));
       acted = Act(to.name, *job, "resume");
-      if (acted.ok() && payload.value("was", "") == "paused") acted = Act(to.name, *job, "pause");
+      if (acted.ok() && store::ParseSandboxState(payload.value("was", "")).ok() && *store::ParseSandboxState(payload.value("was", "")) == store::SandboxState::kPaused) acted = Act(to.name, *job, "pause");
       if (acted.ok()) return Status::Ok();
-    } else if (rec.state == "suspended") {
+    } else if (rec.state == store::SandboxState::kSuspended) {
       return Status::Ok();  // suspended by its owner or its timeout, not by this job: left so
-    } else if (rec.state == "running" || rec.state == "paused") {
+    } else if (rec.state == store::SandboxState::kRunning || rec.state == store::SandboxState::kPaused) {
       return Status::Ok();  // on another node now
-    } else if (rec.state == "suspending" || rec.state == "resuming" || rec.state == "creating") {
+    } else if (rec.state == store::SandboxState::kSuspending || rec.state == store::SandboxState::kResuming || rec.state == store::SandboxState::kCreating) {
       acted = Conflict("a step is in flight");  // someone else's: wait for it
     } else {
       return Status::Ok();  // destroyed or failed meanwhile: nothing left to move

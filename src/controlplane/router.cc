@@ -14,17 +14,16 @@ namespace space::controlplane {
 namespace {
 
 bool Alive(const store::NodeRecord& n, int64_t now_ms, int64_t stale_ms) {
-  return (n.state == "ready" || n.state == "draining") && now_ms - n.heartbeat_at_ms <= stale_ms;
+  return (n.state == store::NodeState::kReady || n.state == store::NodeState::kDraining) && now_ms - n.heartbeat_at_ms <= stale_ms;
 }
 
 nlohmann::json NodeJson(const store::NodeRecord& n) {
-  auto templates = nlohmann::json::parse(n.templates_json, nullptr, false);
   return {{"name", n.name},
           {"url", n.url},
-          {"state", n.state},
+          {"state", store::NodeStateName(n.state)},
           {"capacity", n.capacity},
           {"live", n.live},
-          {"templates", templates.is_array() ? templates : nlohmann::json::array()},
+          {"templates", n.templates},
           {"heartbeat_at", FormatRfc3339(n.heartbeat_at_ms)},
           {"started_at", FormatRfc3339(n.started_at_ms)}};
 }
@@ -33,11 +32,11 @@ nlohmann::json JobJson(const store::JobRecord& j) {
   return {{"id", j.id},
           {"kind", j.kind},
           {"target", j.target},
-          {"state", j.state},
+          {"state", store::JobStateName(j.state)},
           {"holder", j.holder},
           {"attempts", j.attempts},
           {"error", j.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(j.error)},
-          {"payload", nlohmann::json::parse(j.payload_json, nullptr, false)},
+          {"payload", j.payload},
           {"created_at", FormatRfc3339(j.created_at_ms)},
           {"finished_at", j.finished_at_ms ? nlohmann::json(FormatRfc3339(j.finished_at_ms)) : nlohmann::json(nullptr)}};
 }
@@ -111,11 +110,11 @@ Result<store::NodeRecord> Router::OwnerOf(const api::Request& req, const std::st
   for (const auto& node : nodes) {
     if (node.name != rec->node || !Alive(node, now, config_.stale_ms)) continue;
     // A suspended sandbox may come back anywhere; its old node only if it still takes work.
-    if (resume && rec->state == "suspended" && node.state != "ready") break;
+    if (resume && rec->state == store::SandboxState::kSuspended && node.state != store::NodeState::kReady) break;
     return node;
   }
   // Its node is gone: a resume places the sandbox anew; anything else is answered from the store.
-  return AnyNode(rec->template_name, resume && rec->state == "suspended");
+  return AnyNode(rec->template_name, resume && rec->state == store::SandboxState::kSuspended);
 }
 
 Result<store::NodeRecord> Router::AnyNode(const std::string& template_name, bool placing) {
@@ -160,7 +159,7 @@ void Router::Nodes(api::Request& req, api::Responder& res, const std::vector<std
     return res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256)));
   }
   const std::string& name = p[2];
-  if (Status st = store_->SetNodeState(name, p[3] == "drain" ? "draining" : "ready"); !st.ok()) {
+  if (Status st = store_->SetNodeState(name, p[3] == "drain" ? store::NodeState::kDraining : store::NodeState::kReady); !st.ok()) {
     return res.SendError(st);
   }
   if (p[3] == "ready") return res.SendJson(200, {{"node", name}, {"state", "ready"}});
@@ -170,11 +169,11 @@ void Router::Nodes(api::Request& req, api::Responder& res, const std::vector<std
   if (!live.ok()) return res.SendError(live.status());
   int queued = 0;
   for (const auto& rec : *live) {
-    if (rec.node != name || (rec.state != "running" && rec.state != "paused")) continue;
+    if (rec.node != name || (rec.state != store::SandboxState::kRunning && rec.state != store::SandboxState::kPaused)) continue;
     auto existing = store_->ListJobs(rec.id);
     bool pending = false;
     if (existing.ok()) {
-      for (const auto& j : *existing) pending |= j.state == "pending";
+      for (const auto& j : *existing) pending |= j.state == store::JobState::kPending;
     }
     if (pending) continue;
     store::JobRecord job;
@@ -182,8 +181,8 @@ void Router::Nodes(api::Request& req, api::Responder& res, const std::vector<std
     job.kind = "migrate";
     job.target = rec.id;
     job.team = rec.team;
-    job.payload_json = nlohmann::json({{"from", name}}).dump();
-    job.state = "pending";
+    job.payload = {{"from", name}};
+    job.state = store::JobState::kPending;
     job.created_at_ms = WallNowMs();
     if (Status st = store_->PutJob(job); !st.ok()) return res.SendError(st);
     ++queued;

@@ -1,17 +1,12 @@
 #include "controlplane/scheduler.h"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
 
 namespace space::controlplane {
 namespace {
 
 bool HasTemplate(const store::NodeRecord& n, const std::string& name) {
-  auto list = nlohmann::json::parse(n.templates_json, nullptr, false);
-  if (!list.is_array()) return false;
-  for (const auto& t : list) {
-    if (t.is_string() && t.get<std::string>() == name) return true;
-  }
-  return false;
+  return std::find(n.templates.begin(), n.templates.end(), name) != n.templates.end();
 }
 
 }  // namespace
@@ -21,7 +16,7 @@ Result<store::NodeRecord> PickNode(const std::vector<store::NodeRecord>& nodes, 
   const store::NodeRecord* best = nullptr;
   double best_score = 0;
   for (const auto& n : nodes) {
-    if (n.state != "ready" || n.name == request.exclude || now_ms - n.heartbeat_at_ms > stale_ms) continue;
+    if (n.state != store::NodeState::kReady || n.name == request.exclude || now_ms - n.heartbeat_at_ms > stale_ms) continue;
     auto it = placed.find(n.name);
     int64_t free = n.capacity - n.live - (it == placed.end() ? 0 : it->second);
     if (free <= 0 || n.capacity <= 0) continue;

@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include "store/json_columns.h"
+
 namespace space::controlplane {
 namespace {
 
+// A node as the store reads it back: its state and template list by their stored text.
 store::NodeRecord Node(const std::string& name, int64_t capacity, int64_t live, const std::string& templates,
                        const std::string& state = "ready", int64_t hb = 1000) {
-  return {name, "http://127.0.0.1:1", state, capacity, live, templates, hb, 0};
+  return {name,     "http://127.0.0.1:1", store::ParseNodeState(state), capacity, live,
+          store::ParseStringList(templates), hb, 0};
 }
 
 TEST(SchedulerTest, WeighsTemplateLocalityAgainstFreeCapacity) {

@@ -25,12 +25,14 @@ std::string TemplateFor(const std::string& e2b_name) {
 
 // E2B knows two states; SPACE's transitional and suspended states all read as paused,
 // since connect() resumes every one of them.
-std::string E2bState(const std::string& state) { return state == "running" || state == "creating" ? "running" : "paused"; }
+std::string E2bState(store::SandboxState state) {
+  return state == store::SandboxState::kRunning || state == store::SandboxState::kCreating ? "running" : "paused";
+}
 
 Status WaitDone(node::Node* node, const std::string& team, const store::OperationRecord& op) {
-  ASSIGN_OR_RETURN(store::OperationRecord done, node->WaitOperation(team, op.id, kWaitMs));
-  if (done.state == "failed") return Internal(op.kind + " of " + op.target + " failed: " + done.error);
-  if (done.state != "succeeded") return Unavailable(op.kind + " of " + op.target + " is still running");
+  ASSIGN_OR_RETURN(store::OperationRecord done, node->lifecycle().WaitOperation(team, op.id, kWaitMs));
+  if (done.state == store::OperationState::kFailed) return Internal(op.kind + " of " + op.target + " failed: " + done.error);
+  if (done.state != store::OperationState::kSucceeded) return Unavailable(op.kind + " of " + op.target + " is still running");
   return Status::Ok();
 }
 
@@ -61,12 +63,7 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseMetadataFilter(con
 
 }  // namespace
 
-nlohmann::json E2b::SandboxJson(const store::SandboxRecord& r) const {
-  auto resources = nlohmann::json::parse(r.resources_json, nullptr, false);
-  auto metadata = nlohmann::json::parse(r.metadata_json, nullptr, false);
-  auto num = [&](const char* k, double def) {
-    return resources.is_object() && resources.contains(k) && resources[k].is_number() ? resources[k].get<double>() : def;
-  };
+nlohmann::json E2b::SandboxJson(const store::Sandbox& r) const {
   std::string token = AccessToken(r.id);
   return {{"sandboxID", r.id},
           {"templateID", r.template_name},
@@ -76,15 +73,15 @@ nlohmann::json E2b::SandboxJson(const store::SandboxRecord& r) const {
           {"envdAccessToken", token},
           {"trafficAccessToken", token},
           {"domain", nullptr},
-          {"metadata", metadata.is_object() ? metadata : nlohmann::json::object()},
+          {"metadata", r.metadata},
           {"startedAt", FormatRfc3339(r.created_at_ms)},
           {"endAt", FormatRfc3339(r.expires_at_ms)},
           {"state", E2bState(r.state)},
-          {"cpuCount", std::max(1, static_cast<int>(num("cpus", 1) + 0.999))},
-          {"memoryMB", static_cast<int64_t>(num("memory_mb", 512))},
-          {"diskSizeMB", static_cast<int64_t>(num("disk_mb", 2048))},
+          {"cpuCount", std::max(1, static_cast<int>(r.resources.cpus + 0.999))},
+          {"memoryMB", r.resources.memory_mb},
+          {"diskSizeMB", r.resources.disk_mb},
           {"allowInternetAccess", false},
-          {"lifecycle", {{"onTimeout", r.on_timeout == "suspend" ? "pause" : "kill"}, {"autoResume", false}}}};
+          {"lifecycle", {{"onTimeout", r.on_timeout == store::OnTimeout::kSuspend ? "pause" : "kill"}, {"autoResume", false}}}};
 }
 
 void E2b::Control(api::Request& req, api::Responder& res) {
@@ -138,7 +135,7 @@ void E2b::CreateSandbox(api::Request& req, api::Responder& res) {
   if (!auto_pause.ok()) return SendControlError(res, auto_pause.status());
   // E2B's auto-pause keeps the sandbox resumable after its timeout; SPACE's closest is
   // suspend (files kept in the snapshot store, memory not: see docs/e2b.md).
-  if (*auto_pause) c.on_timeout = "suspend";
+  if (*auto_pause) c.on_timeout = store::OnTimeout::kSuspend;
   auto env = api::GetStringMap(*body, "envVars", 256, 256, 32768, api::IsEnvName);
   if (!env.ok()) return SendControlError(res, env.status());
   c.env = std::move(*env);
@@ -146,11 +143,11 @@ void E2b::CreateSandbox(api::Request& req, api::Responder& res) {
   if (!metadata.ok()) return SendControlError(res, metadata.status());
   c.metadata = std::move(*metadata);
 
-  auto created = node_->Create(c);
+  auto created = node_->lifecycle().Create(c);
   if (!created.ok()) return SendControlError(res, created.status());
   auto& [rec, op] = *created;
   if (Status st = WaitDone(node_, req.team, op); !st.ok()) return SendControlError(res, st);
-  auto sbx = node_->Get(req.team, rec.id);
+  auto sbx = node_->lifecycle().Get(req.team, rec.id);
   if (!sbx.ok()) return SendControlError(res, sbx.status());
   res.SendJson(201, SandboxJson(*sbx));
 }
@@ -160,22 +157,22 @@ void E2b::ConnectSandbox(api::Request& req, api::Responder& res, const std::stri
   if (!body.ok()) return SendControlError(res, body.status());
   auto timeout = api::GetInt(*body, "timeout", 0, 0, kMaxTimeoutS);
   if (!timeout.ok()) return SendControlError(res, timeout.status());
-  auto rec = node_->Get(req.team, id);
-  if (!rec.ok() || rec->state == "destroyed" || rec->state == "destroying" || rec->state == "failed") {
+  auto rec = node_->lifecycle().Get(req.team, id);
+  if (!rec.ok() || rec->state == store::SandboxState::kDestroyed || rec->state == store::SandboxState::kDestroying || rec->state == store::SandboxState::kFailed) {
     return SendControlError(res, 404, "sandbox " + id + " not found");
   }
   int status = 200;
-  if (rec->state != "running") {
-    auto op = node_->Resume(req.team, id);
+  if (rec->state != store::SandboxState::kRunning) {
+    auto op = node_->lifecycle().Resume(req.team, id);
     if (!op.ok()) return SendControlError(res, op.status());
     if (Status st = WaitDone(node_, req.team, *op); !st.ok()) return SendControlError(res, st);
     status = 201;
   }
   if (*timeout > 0) {
-    auto updated = node_->SetTimeout(req.team, id, *timeout);
+    auto updated = node_->lifecycle().SetTimeout(req.team, id, *timeout);
     if (!updated.ok()) return SendControlError(res, updated.status());
   }
-  auto now = node_->Get(req.team, id);
+  auto now = node_->lifecycle().Get(req.team, id);
   if (!now.ok()) return SendControlError(res, now.status());
   res.SendJson(status, SandboxJson(*now));
 }
@@ -218,16 +215,16 @@ void E2b::ListSandboxes(api::Request& req, api::Responder& res) {
   f.after_id = token;
   f.limit = 200;
   for (int round = 0; round < 64 && !more; ++round) {
-    auto page = node_->List(f);
+    auto page = node_->lifecycle().List(f);
     if (!page.ok()) return SendControlError(res, page.status());
     for (const auto& r : *page) {
       f.after_id = r.id;
-      if (r.state == "destroyed" || r.state == "destroying" || r.state == "failed") continue;
+      if (r.state == store::SandboxState::kDestroyed || r.state == store::SandboxState::kDestroying || r.state == store::SandboxState::kFailed) continue;
       if (!states.empty() && !states.count(E2bState(r.state))) continue;
-      auto md = nlohmann::json::parse(r.metadata_json, nullptr, false);
       bool match = true;
       for (const auto& [k, v] : wanted) {
-        if (!md.is_object() || !md.contains(k) || md[k] != v) match = false;
+        auto it = r.metadata.find(k);
+        if (it == r.metadata.end() || it->second != v) match = false;
       }
       if (!match) continue;
       if (static_cast<int>(out.size()) == limit) {
@@ -249,8 +246,8 @@ void E2b::ListSandboxes(api::Request& req, api::Responder& res) {
 }
 
 void E2b::GetSandbox(api::Request& req, api::Responder& res, const std::string& id) {
-  auto rec = node_->Get(req.team, id);
-  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
+  auto rec = node_->lifecycle().Get(req.team, id);
+  if (!rec.ok() || rec->state == store::SandboxState::kDestroyed) return SendControlError(res, 404, "sandbox " + id + " not found");
   auto j = SandboxJson(*rec);
   j.erase("envdAccessToken");
   j.erase("trafficAccessToken");
@@ -258,9 +255,9 @@ void E2b::GetSandbox(api::Request& req, api::Responder& res, const std::string& 
 }
 
 void E2b::KillSandbox(api::Request& req, api::Responder& res, const std::string& id) {
-  auto rec = node_->Get(req.team, id);
-  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
-  auto op = node_->Destroy(req.team, id);
+  auto rec = node_->lifecycle().Get(req.team, id);
+  if (!rec.ok() || rec->state == store::SandboxState::kDestroyed) return SendControlError(res, 404, "sandbox " + id + " not found");
+  auto op = node_->lifecycle().Destroy(req.team, id);
   if (!op.ok()) return SendControlError(res, op.status());
   if (Status st = WaitDone(node_, req.team, *op); !st.ok()) return SendControlError(res, st);
   {
@@ -275,29 +272,40 @@ void E2b::SetTimeout(api::Request& req, api::Responder& res, const std::string& 
   if (!body.ok()) return SendControlError(res, body.status());
   auto timeout = api::GetInt(*body, "timeout", 300, 1, kMaxTimeoutS);
   if (!timeout.ok()) return SendControlError(res, timeout.status());
-  auto rec = node_->SetTimeout(req.team, id, *timeout);
+  auto rec = node_->lifecycle().SetTimeout(req.team, id, *timeout);
   if (!rec.ok()) return SendControlError(res, rec.status());
   res.Send(204, "application/json", "");
 }
 
 void E2b::PauseSandbox(api::Request& req, api::Responder& res, const std::string& id) {
-  auto rec = node_->Get(req.team, id);
-  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
-  if (rec->state != "running") return SendControlError(res, 409, "sandbox " + id + " is already " + rec->state);
-  auto op = node_->Pause(req.team, id);
+  auto rec = node_->lifecycle().Get(req.team, id);
+  if (!rec.ok() || rec->state == store::SandboxState::kDestroyed) return SendControlError(res, 404, "sandbox " + id + " not found");
+  if (rec->state != store::SandboxState::kRunning) return SendControlError(res, 409, "sandbox " + id + " is already " + std::string(store::StateName(rec->state)));
+  auto op = node_->lifecycle().Pause(req.team, id);
   if (!op.ok()) return SendControlError(res, op.status());
   if (Status st = WaitDone(node_, req.team, *op); !st.ok()) return SendControlError(res, st);
   res.Send(204, "application/json", "");
 }
 
 void E2b::Metrics(api::Request& req, api::Responder& res, const std::string& id) {
-  auto rec = node_->Get(req.team, id);
-  if (!rec.ok() || rec->state == "destroyed") return SendControlError(res, 404, "sandbox " + id + " not found");
+  auto rec = node_->lifecycle().Get(req.team, id);
+  if (!rec.ok() || rec->state == store::SandboxState::kDestroyed) return SendControlError(res, 404, "sandbox " + id + " not found");
   // One sample, taken now: SPACE keeps no metric history, so a time range answers with the
   // current values (docs/e2b.md).
-  auto sample = node_->Metrics(req.team, id);
+  auto sample = node_->metrics().Sample(req.team, id);
   if (!sample.ok()) return SendControlError(res, sample.status());
-  res.SendJson(200, nlohmann::json::array({*sample}));
+  const node::ResourceSample& s = *sample;
+  res.SendJson(200, nlohmann::json::array({{
+                        {"timestamp", FormatRfc3339(s.at_ms)},
+                        {"timestampUnix", s.at_ms / 1000},
+                        {"cpuUsedPct", s.cpu_used_pct},
+                        {"cpuCount", s.cpu_count},
+                        {"memUsed", s.mem_used},
+                        {"memTotal", s.mem_total},
+                        {"memCache", s.mem_cache},
+                        {"diskUsed", s.disk_used},
+                        {"diskTotal", s.disk_total},
+                    }}));
 }
 
 }  // namespace space::e2b

@@ -97,7 +97,7 @@ Result<Target> E2b::ResolveTarget(const api::Request& req, bool code_interpreter
   std::string id = req.Header("e2b-sandbox-id");
   if (!IsPublicId(id, "sbx")) return NotFound("sandbox " + id.substr(0, 80) + " not found");
   auto rec = node_->store()->GetSandbox(id);
-  if (!rec.ok() || rec->state == "destroyed") return NotFound("sandbox " + id + " not found");
+  if (!rec.ok() || rec->state == store::SandboxState::kDestroyed) return NotFound("sandbox " + id + " not found");
   // The token proves the caller got this sandbox from the control API: envd calls carry it
   // as X-Access-Token, the code interpreter's as E2B-Traffic-Access-Token.
   std::string want = AccessToken(id);
@@ -105,7 +105,7 @@ Result<Target> E2b::ResolveTarget(const api::Request& req, bool code_interpreter
             (code_interpreter && TokenEquals(req.Header("e2b-traffic-access-token"), want));
   bool health = req.path == "/health" && req.method == "GET";
   if (!ok && !health) return Unauthenticated("missing or invalid access token for sandbox " + id);
-  if (rec->state != "running") return Unavailable("sandbox " + id + " is " + rec->state);
+  if (rec->state != store::SandboxState::kRunning) return Unavailable("sandbox " + id + " is " + std::string(store::StateName(rec->state)));
   Target t;
   t.team = rec->team;
   t.id = id;

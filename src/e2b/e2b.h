@@ -69,7 +69,7 @@ class E2b {
   void SetTimeout(api::Request& req, api::Responder& res, const std::string& id);
   void PauseSandbox(api::Request& req, api::Responder& res, const std::string& id);
   void Metrics(api::Request& req, api::Responder& res, const std::string& id);
-  nlohmann::json SandboxJson(const store::SandboxRecord& r) const;
+  nlohmann::json SandboxJson(const store::Sandbox& r) const;
 
   // envd (envd_process.cc, envd_filesystem.cc, envd_files.cc).
   void Envd(api::Request& req, api::Responder& res, const Target& t);

@@ -21,7 +21,7 @@ void E2b::FilesDownload(api::Request& req, api::Responder& res, const Target& t)
   if (!req.HasQuery("path")) return SendControlError(res, 400, "query parameter 'path' is required");
   auto path = ResolvePath(req.Query("path"), t.home);
   if (!path.ok()) return SendControlError(res, path.status());
-  auto data = node_->ReadFile(t.team, t.id, *path);
+  auto data = node_->io().ReadFile(t.team, t.id, *path);
   if (!data.ok()) return SendControlError(res, data.status());
   res.Send(200, "application/octet-stream", std::move(*data));
 }
@@ -57,8 +57,8 @@ void E2b::FilesUpload(api::Request& req, api::Responder& res, const Target& t) {
     auto path = ResolvePath(target, t.home);
     if (!path.ok()) return SendControlError(res, path.status());
     if (data.size() > node::kMaxFileBytes) return SendControlError(res, 413, "file exceeds 100 MiB");
-    auto written = node_->WriteFile(t.team, t.id, *path, 0644, data, t.user == "root" ? "" : t.user);
-    if (!written.ok()) return SendControlError(res, written.status());
+    Status written = node_->io().WriteFile(t.team, t.id, *path, 0644, data, t.user == "root" ? "" : t.user);
+    if (!written.ok()) return SendControlError(res, written);
     out.push_back({{"name", BaseName(*path)}, {"type", "file"}, {"path", *path}});
   }
   res.SendJson(200, out);

@@ -36,7 +36,7 @@ void E2b::FilesystemRpc(api::Request& req, api::Responder& res, const Target& t,
   auto msg = UnaryMessage(req);
   if (!msg.ok()) return SendRpcError(res, msg.status());
   auto stat = [&](const std::string& path) -> Result<json> {
-    ASSIGN_OR_RETURN(json e, node_->FileOp(t.team, t.id, {{"op", "stat"}, {"path", path}}));
+    ASSIGN_OR_RETURN(node::FileEntry e, node_->io().Stat(t.team, t.id, path));
     return json{{"entry", EntryInfoJson(e)}};
   };
   auto path_field = [&](const char* name) -> Result<std::string> {
@@ -56,12 +56,10 @@ void E2b::FilesystemRpc(api::Request& req, api::Responder& res, const Target& t,
     if (msg->contains("depth") && AsUint((*msg)["depth"])) {
       depth = static_cast<int64_t>(std::clamp<uint64_t>(*AsUint((*msg)["depth"]), 1, 8));
     }
-    auto listing = node_->FileOp(t.team, t.id, {{"op", "list"}, {"path", *path}, {"depth", depth}});
+    auto listing = node_->io().ListDir(t.team, t.id, *path, static_cast<int>(depth));
     if (!listing.ok()) return SendRpcError(res, listing.status());
     json entries = json::array();
-    if (listing->contains("entries") && (*listing)["entries"].is_array()) {
-      for (const auto& e : (*listing)["entries"]) entries.push_back(EntryInfoJson(e));
-    }
+    for (const auto& e : *listing) entries.push_back(EntryInfoJson(e));
     return SendUnary(res, {{"entries", entries}});
   }
   if (method == "MakeDir") {
@@ -69,10 +67,8 @@ void E2b::FilesystemRpc(api::Request& req, api::Responder& res, const Target& t,
     if (!path.ok()) return SendRpcError(res, path.status());
     // envd answers already_exists (the SDK returns false); the guest's mkdir is mkdir -p.
     if (stat(*path).ok()) return SendRpcError(res, "already_exists", "directory " + *path + " already exists");
-    json op = {{"op", "mkdir"}, {"path", *path}};
-    if (!OwnerFor(t).empty()) op["owner"] = OwnerFor(t);
-    auto made = node_->FileOp(t.team, t.id, op);
-    if (!made.ok()) return SendRpcError(res, made.status());
+    Status made = node_->io().MakeDir(t.team, t.id, *path, OwnerFor(t));
+    if (!made.ok()) return SendRpcError(res, made);
     auto out = stat(*path);
     return out.ok() ? SendUnary(res, *out) : SendRpcError(res, out.status());
   }
@@ -81,16 +77,16 @@ void E2b::FilesystemRpc(api::Request& req, api::Responder& res, const Target& t,
     auto to = path_field("destination");
     if (!from.ok()) return SendRpcError(res, from.status());
     if (!to.ok()) return SendRpcError(res, to.status());
-    auto moved = node_->FileOp(t.team, t.id, {{"op", "move"}, {"path", *from}, {"to", *to}});
-    if (!moved.ok()) return SendRpcError(res, moved.status());
+    Status moved = node_->io().Move(t.team, t.id, *from, *to);
+    if (!moved.ok()) return SendRpcError(res, moved);
     auto out = stat(*to);
     return out.ok() ? SendUnary(res, *out) : SendRpcError(res, out.status());
   }
   if (method == "Remove") {
     auto path = path_field("path");
     if (!path.ok()) return SendRpcError(res, path.status());
-    auto removed = node_->FileOp(t.team, t.id, {{"op", "delete"}, {"path", *path}, {"recursive", true}});
-    return removed.ok() ? SendUnary(res, json::object()) : SendRpcError(res, removed.status());
+    Status removed = node_->io().Remove(t.team, t.id, *path, true);
+    return removed.ok() ? SendUnary(res, json::object()) : SendRpcError(res, removed);
   }
   SendRpcError(res, "unimplemented", "filesystem." + method.substr(0, 64) + " is not implemented");
 }
@@ -110,7 +106,7 @@ void E2b::WatchDir(api::Request& req, api::Responder& res, const Target& t) {
   bool recursive = msg->contains("recursive") && (*msg)["recursive"].is_boolean() && (*msg)["recursive"].get<bool>();
   bool include_entry =
       msg->contains("includeEntry") && (*msg)["includeEntry"].is_boolean() && (*msg)["includeEntry"].get<bool>();
-  auto watch = node_->WatchDirectory(t.team, t.id, *dir, recursive);
+  auto watch = node_->io().Watch(t.team, t.id, *dir, recursive);
   if (!watch.ok()) return out.End(watch.status());
   struct Closer {
     node::DirWatchStream* w;
@@ -130,7 +126,7 @@ void E2b::WatchDir(api::Request& req, api::Responder& res, const Target& t) {
       json fs = {{"name", c.name}, {"type", EventTypeWord(c.type)}};
       if (include_entry && c.type != node::DirChange::Type::kRemove && c.type != node::DirChange::Type::kRename) {
         // As envd: the entry is read after the event, so it may already be gone.
-        auto e = node_->FileOp(t.team, t.id, {{"op", "stat"}, {"path", prefix + c.name}});
+        auto e = node_->io().Stat(t.team, t.id, prefix + c.name);
         if (e.ok()) fs["entry"] = EntryInfoJson(*e);
       }
       if (!out.Send({{"filesystem", fs}}).ok()) return;

@@ -120,7 +120,7 @@ namespace {
 
 Result<std::shared_ptr<node::Process>> FindProcess(node::Node* node, const Target& t, const Selector& sel,
                                                    const std::map<std::string, std::string>& tags) {
-  ASSIGN_OR_RETURN(auto procs, node->ListProcesses(t.team, t.id));
+  ASSIGN_OR_RETURN(auto procs, node->io().List(t.team, t.id));
   std::shared_ptr<node::Process> found;
   for (const auto& p : procs) {
     bool match = sel.pid != 0 ? p->guest_pid() == sel.pid : (tags.count(p->id()) && tags.at(p->id()) == sel.tag);
@@ -209,7 +209,7 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
     auto deadline = ConnectTimeoutMs(req);
     if (!deadline.ok()) return out.End(deadline.status());
     spec.timeout_s = (*deadline + 999) / 1000;
-    auto proc = node_->StartProcess(t.team, t.id, std::move(spec));
+    auto proc = node_->io().Start(t.team, t.id, std::move(spec));
     if (!proc.ok()) return out.End(proc.status());
     if (!tag->empty()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -223,7 +223,7 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
   auto msg = UnaryMessage(req);
   if (!msg.ok()) return SendRpcError(res, msg.status());
   if (method == "List") {
-    auto procs = node_->ListProcesses(t.team, t.id);
+    auto procs = node_->io().List(t.team, t.id);
     if (!procs.ok()) return SendRpcError(res, procs.status());
     json list = json::array();
     for (const auto& p : *procs) {
@@ -258,13 +258,13 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
     if (!data.ok()) return SendRpcError(res, data.status());
     // An empty write would close stdin in the node's protocol; envd treats it as a no-op.
     if (!data->empty()) {
-      Status st = node_->WriteStdin(t.team, t.id, (*proc)->id(), *data);
+      Status st = node_->io().WriteStdin(t.team, t.id, (*proc)->id(), *data);
       if (!st.ok()) return SendRpcError(res, st);
     }
     return SendUnary(res, json::object());
   }
   if (method == "CloseStdin") {
-    Status st = node_->WriteStdin(t.team, t.id, (*proc)->id(), "");
+    Status st = node_->io().WriteStdin(t.team, t.id, (*proc)->id(), "");
     return st.ok() ? SendUnary(res, json::object()) : SendRpcError(res, st);
   }
   if (method == "SendSignal") {
@@ -276,7 +276,7 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
       sig = static_cast<int>(*AsUint(s));
     }
     if (sig == 0) return SendRpcError(res, "invalid_argument", "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
-    Status st = node_->SignalProcess(t.team, t.id, (*proc)->id(), sig);
+    Status st = node_->io().Signal(t.team, t.id, (*proc)->id(), sig);
     if (st.code() == StatusCode::kConflict) return SendRpcError(res, "not_found", st.message());
     return st.ok() ? SendUnary(res, json::object()) : SendRpcError(res, st);
   }
@@ -285,7 +285,7 @@ void E2b::ProcessRpc(api::Request& req, api::Responder& res, const Target& t, co
     if (!msg->contains("pty") || (*msg)["pty"].is_null()) return SendUnary(res, json::object());
     auto size = PtySize(*msg);
     if (!size.ok()) return SendRpcError(res, size.status());
-    Status st = node_->ResizeProcess(t.team, t.id, (*proc)->id(), size->first, size->second);
+    Status st = node_->io().Resize(t.team, t.id, (*proc)->id(), size->first, size->second);
     if (st.code() == StatusCode::kConflict) return SendRpcError(res, "not_found", st.message());
     return st.ok() ? SendUnary(res, json::object()) : SendRpcError(res, st);
   }

@@ -22,7 +22,7 @@ Result<std::shared_ptr<ExecService>> ExecService::Start(node::Node* node, const 
   spec.keep_stdin_open = true;
   spec.timeout_s = 0;  // lives as long as the sandbox
   spec.env = {{"PYTHONUNBUFFERED", "1"}, {"PYTHONDONTWRITEBYTECODE", "1"}};
-  auto proc = node->StartProcess(team, id, std::move(spec));
+  auto proc = node->io().Start(team, id, std::move(spec));
   if (!proc.ok()) {
     return Status(proc.status().code(),
                   "cannot start the code interpreter (it needs python3 in the template): " + proc.status().message());
@@ -39,7 +39,7 @@ Result<nlohmann::json> ExecService::Call(nlohmann::json request,
   if (!usable()) return Unavailable("the code interpreter service has stopped; retry to start a new one");
   uint64_t rid = next_id_++;
   request["id"] = rid;
-  RETURN_IF_ERROR(node_->WriteStdin(team_, id_, proc_->id(), request.dump() + "\n"));
+  RETURN_IF_ERROR(node_->io().WriteStdin(team_, id_, proc_->id(), request.dump() + "\n"));
   int64_t deadline = MonoNowNs() + timeout_ms * 1000000;
   bool client_gone = false;
   for (;;) {
@@ -62,18 +62,18 @@ Result<nlohmann::json> ExecService::Call(nlohmann::json request,
         if (line.contains("msg") && !client_gone && !on_msg(line["msg"])) {
           // Interrupt the code (KeyboardInterrupt) and keep reading until its reply.
           client_gone = true;
-          (void)node_->SignalProcess(team_, id_, proc_->id(), SIGINT);
+          (void)node_->io().Signal(team_, id_, proc_->id(), SIGINT);
         }
       }
       pending_.erase(0, start);
       if (pending_.size() > kMaxLineBytes) {
-        (void)node_->SignalProcess(team_, id_, proc_->id(), SIGKILL);
+        (void)node_->io().Signal(team_, id_, proc_->id(), SIGKILL);
         return Internal("the code interpreter wrote an oversized reply; it was stopped");
       }
     }
     if (!more) return Unavailable("the code interpreter service exited; its contexts are gone");
     if (MonoNowNs() > deadline) {
-      (void)node_->SignalProcess(team_, id_, proc_->id(), SIGINT);
+      (void)node_->io().Signal(team_, id_, proc_->id(), SIGINT);
       return DeadlineExceeded("the code did not finish in time; it was interrupted");
     }
   }

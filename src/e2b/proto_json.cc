@@ -14,10 +14,8 @@ const json* Member(const json& obj, const char* key) {
   return &*it;
 }
 
-std::string OwnerName(const json& e, const char* key) {
-  const json* v = Member(e, key);
-  if (v == nullptr || !AsUint(*v)) return "";
-  uint64_t id = *AsUint(*v);
+std::string OwnerName(int64_t id) {
+  if (id < 0) return "";
   // The templates' two accounts; others are shown by number (the node does not read the
   // sandbox's /etc/passwd for a stat).
   if (id == 0) return "root";
@@ -41,33 +39,22 @@ std::string PermissionString(const std::string& type_word, uint32_t mode) {
   return s;
 }
 
-json EntryInfoJson(const json& e) {
-  auto str = [&](const char* key) {
-    const json* v = Member(e, key);
-    return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-  };
-  std::string type = str("type");
-  uint32_t mode = 0;
-  if (const json* v = Member(e, "mode"); v != nullptr && AsUint(*v)) mode = static_cast<uint32_t>(*AsUint(*v) & 07777);
-  uint64_t size = 0;
-  if (const json* v = Member(e, "size"); v != nullptr && AsUint(*v)) size = *AsUint(*v);
-  // Entries of an unknown type stay FILE_TYPE_UNSPECIFIED; the SDK then skips them.
-  const char* file_type = type == "file" ? "FILE_TYPE_FILE"
-                          : type == "dir" ? "FILE_TYPE_DIRECTORY"
-                          : type == "symlink" ? "FILE_TYPE_SYMLINK"
-                                              : "FILE_TYPE_UNSPECIFIED";
-  json out = {{"name", str("name")},
+json EntryInfoJson(const node::FileEntry& e) {
+  const std::string type(node::FileTypeName(e.type));
+  // Entries of another type stay FILE_TYPE_UNSPECIFIED; the SDK then skips them.
+  const char* file_type = e.type == node::FileType::kFile      ? "FILE_TYPE_FILE"
+                          : e.type == node::FileType::kDir     ? "FILE_TYPE_DIRECTORY"
+                          : e.type == node::FileType::kSymlink ? "FILE_TYPE_SYMLINK"
+                                                               : "FILE_TYPE_UNSPECIFIED";
+  json out = {{"name", e.name},
               {"type", file_type},
-              {"path", str("path")},
-              {"size", std::to_string(size)},
-              {"mode", mode},
-              {"permissions", PermissionString(type, mode)},
-              {"owner", OwnerName(e, "uid")},
-              {"group", OwnerName(e, "gid")}};
-  std::string mtime = str("mtime");
-  if (!mtime.empty()) out["modifiedTime"] = mtime;
-  std::string target = str("target");
-  if (!target.empty()) out["symlinkTarget"] = target;
+              {"path", e.path},
+              {"size", std::to_string(e.size)},
+              {"mode", e.mode & 07777},
+              {"permissions", PermissionString(type, e.mode & 07777)},
+              {"owner", OwnerName(e.uid)},
+              {"group", OwnerName(e.gid)}};
+  if (!e.mtime.empty()) out["modifiedTime"] = e.mtime;
   return out;
 }
 

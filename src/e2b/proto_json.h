@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "node/file_entry.h"
 
 namespace space::e2b {
 
@@ -20,10 +21,9 @@ std::optional<uint64_t> AsUint(const nlohmann::json& v);
 // "-rw-r--r--" style text for a mode (type from `type_word`: file|dir|symlink|other).
 std::string PermissionString(const std::string& type_word, uint32_t mode);
 
-// envd's EntryInfo for a guest entry {"name","path","type","size","mode","mtime","uid"?,
-// "gid"?,"target"?}. Hostile input: fields of the wrong type fall back to defaults. int64
-// size is a decimal string, as proto3 JSON wants.
-nlohmann::json EntryInfoJson(const nlohmann::json& guest_entry);
+// envd's EntryInfo for a file entry (checked by the node). int64 size is a decimal string, as
+// proto3 JSON wants.
+nlohmann::json EntryInfoJson(const node::FileEntry& entry);
 
 // An absolute sandbox path for `path` as the SDK sent it: relative paths (and "~/...")
 // resolve against `home`. Fails on empty, oversized or NUL-carrying input.

@@ -5,9 +5,16 @@
 namespace space::e2b {
 namespace {
 
-TEST(ProtoJson, EntryInfoFromAGuestEntry) {
-  auto e = EntryInfoJson({{"name", "hello.txt"}, {"path", "/home/user/hello.txt"}, {"type", "file"}, {"size", 10},
-                          {"mode", 420}, {"mtime", "2026-11-30T00:05:58.476Z"}, {"uid", 1000}, {"gid", 1000}});
+TEST(ProtoJson, EntryInfoFromAFileEntry) {
+  node::FileEntry f{.name = "hello.txt",
+                    .path = "/home/user/hello.txt",
+                    .type = node::FileType::kFile,
+                    .size = 10,
+                    .mode = 420,
+                    .mtime = "2026-11-30T00:05:58.476Z",
+                    .uid = 1000,
+                    .gid = 1000};
+  auto e = EntryInfoJson(f);
   EXPECT_EQ(e["type"], "FILE_TYPE_FILE");
   EXPECT_EQ(e["size"], "10");  // int64 is a string in proto3 JSON
   EXPECT_EQ(e["mode"], 420);
@@ -16,12 +23,13 @@ TEST(ProtoJson, EntryInfoFromAGuestEntry) {
   EXPECT_EQ(e["modifiedTime"], "2026-11-30T00:05:58.476Z");
 }
 
-TEST(ProtoJson, EntryInfoSurvivesHostileEntries) {
-  auto e = EntryInfoJson({{"name", 5}, {"type", "socket"}, {"size", -1}, {"mode", "x"}, {"uid", "root"}});
+TEST(ProtoJson, EntryInfoOfAnUnknownOwnerAndType) {
+  node::FileEntry f{.name = "s", .type = node::FileType::kOther, .uid = -1, .gid = 4242};
+  auto e = EntryInfoJson(f);
   EXPECT_EQ(e["type"], "FILE_TYPE_UNSPECIFIED");
-  EXPECT_EQ(e["size"], "0");
-  EXPECT_EQ(e["name"], "");
-  EXPECT_EQ(EntryInfoJson(nlohmann::json::array())["type"], "FILE_TYPE_UNSPECIFIED");
+  EXPECT_EQ(e["owner"], "");
+  EXPECT_EQ(e["group"], "4242");
+  EXPECT_FALSE(e.contains("modifiedTime"));
 }
 
 TEST(ProtoJson, Permissions) {

@@ -30,10 +30,10 @@ constexpr auto kRestartDelay = std::chrono::milliseconds(500);
 }  // namespace
 
 Result<std::unique_ptr<FrontProcess>> FrontProcess::Start(UniqueFd listen_fd, api::HttpServer* server,
-                                                          HelperUser user) {
+                                                          HelperUser user, PrivilegedActs* privileged) {
   // A front that does not start as root cannot make its empty root itself.
   if (user.map_ids) RETURN_IF_ERROR(MakeFrontRoot(HostRunDir() + "/empty"));
-  std::unique_ptr<FrontProcess> f(new FrontProcess(std::move(listen_fd), server, std::move(user)));
+  std::unique_ptr<FrontProcess> f(new FrontProcess(std::move(listen_fd), server, std::move(user), privileged));
   ASSIGN_OR_RETURN(UniqueFd pidfd, f->Spawn());
   f->supervisor_ = std::thread([p = f.get(), fd = std::move(pidfd)]() mutable { p->Supervise(std::move(fd)); });
   return f;
@@ -57,7 +57,7 @@ Result<UniqueFd> FrontProcess::Spawn() {
   auto fail = [&](Status st) {
     // A kill that fails (the root broker gone, the node stopping) is not waited on: the front
     // ends when its channel closes, and stays a zombie until the node exits.
-    if (Status k = KillChildPid(pid); k.ok()) ::waitpid(pid, nullptr, 0);
+    if (Status k = KillChildPid(privileged_, pid); k.ok()) ::waitpid(pid, nullptr, 0);
     return st;
   };
   if (!pidfd.valid()) return fail(ErrnoStatus("pidfd_open", "API front", errno));
@@ -98,7 +98,7 @@ void FrontProcess::Supervise(UniqueFd pidfd) {
         pidfd = std::move(*next);
         if (!stopping_) break;
         // Stop came while it was starting.
-        if (Status k = KillChild(pidfd.get()); k.ok()) ::waitpid(pid_.load(), nullptr, 0);
+        if (Status k = KillChild(privileged_, pidfd.get()); k.ok()) ::waitpid(pid_.load(), nullptr, 0);
         return;
       }
       LogError("front", next.status().ToString());
@@ -118,7 +118,7 @@ void FrontProcess::Stop() {
   // Unkillable only when the root broker is gone, and then the node exits next (the front
   // dies with it): the supervisor stops waiting for its exit.
   pid_t pid = pid_.load();
-  if (Status killed = pid > 0 ? KillChildPid(pid) : Status::Ok(); !killed.ok()) {
+  if (Status killed = pid > 0 ? KillChildPid(privileged_, pid) : Status::Ok(); !killed.ok()) {
     LogWarn("front", killed.ToString());
     std::lock_guard<std::mutex> lock(mu_);
     unkillable_ = true;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/helper_spawn.h"
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "http/http_server.h"
@@ -25,8 +26,9 @@ class FrontProcess {
   // a supervisor thread replaces it whenever it exits. `server` outlives this object. With
   // `user.map_ids`, every front starts as `user.uid` in a user namespace of its own and never
   // runs as root (common/helper_spawn.h); without, it starts as root and drops to nobody.
+  // `privileged` (the broker; may be null) kills a front this process may not.
   static Result<std::unique_ptr<FrontProcess>> Start(UniqueFd listen_fd, api::HttpServer* server,
-                                                     HelperUser user = {});
+                                                     HelperUser user = {}, PrivilegedActs* privileged = nullptr);
   ~FrontProcess() { Stop(); }
 
   // Ends the front (the node is stopping); no replacement follows.
@@ -34,8 +36,8 @@ class FrontProcess {
   pid_t pid() const { return pid_.load(); }
 
  private:
-  FrontProcess(UniqueFd listen_fd, api::HttpServer* server, HelperUser user)
-      : listen_fd_(std::move(listen_fd)), server_(server), user_(std::move(user)) {}
+  FrontProcess(UniqueFd listen_fd, api::HttpServer* server, HelperUser user, PrivilegedActs* privileged)
+      : listen_fd_(std::move(listen_fd)), server_(server), user_(std::move(user)), privileged_(privileged) {}
   // One front: fork + exec, then its "ready" datagram. Returns its pidfd.
   Result<UniqueFd> Spawn();
   void Supervise(UniqueFd pidfd);
@@ -43,6 +45,7 @@ class FrontProcess {
   const UniqueFd listen_fd_;
   api::HttpServer* const server_;
   const HelperUser user_;
+  PrivilegedActs* const privileged_;
   std::atomic<pid_t> pid_{-1};
   std::mutex mu_;
   std::condition_variable cv_;

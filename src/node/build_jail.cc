@@ -122,19 +122,19 @@ Status RunInBuildJail(const BuildJailConfig& config, const std::string& tree_dir
   // How tools learn that they run in a container that cannot mknod: debootstrap then skips
   // its mknod test of the target and keeps the device files the jail bound.
   spec.env.push_back("container=lxc");
-  ASSIGN_OR_RETURN(JailChild child, SpawnJailChild(std::move(spec), lease.uid_base(), "build jail"));
+  ASSIGN_OR_RETURN(JailChild child, SpawnJailChild(std::move(spec), lease.uid_base(), "build jail", config.privileged));
   ctl_child.reset();
   out_w.reset();
   // The idmapped tree, made as a sandbox's root is (runtime/ns/mounts.h): nosuid, nodev.
   Result<UniqueFd> mount = runtime::ns::IdmapTree(
-      {.dir_fd = tree.get(), .pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = lease.uid_base()});
+      config.privileged, {.dir_fd = tree.get(), .pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = lease.uid_base()});
   if (!mount.ok()) return child.GiveUp(mount.status());
   std::vector<int> fds = {mount->get()};
   // The source, read-only, seen through the same ids: an admin's directory with files of any
   // owner (below 65536) reads as it would for host root, and nothing of it can change.
   UniqueFd source;
   if (run.source_dir_fd >= 0) {
-    Result<UniqueFd> clone = runtime::ns::IdmapTree({.dir_fd = run.source_dir_fd,
+    Result<UniqueFd> clone = runtime::ns::IdmapTree(config.privileged, {.dir_fd = run.source_dir_fd,
                                                      .pidfd = child.pidfd.get(),
                                                      .pid = child.pid,
                                                      .uid_base = lease.uid_base(),

@@ -29,6 +29,7 @@
 #include <functional>
 #include <string>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "storage/pool.h"
 
@@ -38,6 +39,7 @@ struct BuildJailConfig {
   std::function<Result<int64_t>()> acquire_slot;  // a uid slot leased for one build
   std::function<void(int64_t)> release_slot;
   std::string run_dir;                            // the mount point's parent: /run/space (0711 or 0755)
+  PrivilegedActs* privileged = nullptr;           // id maps, idmapped clones, kills: the broker's
 };
 
 // A storage::ToolRunner: runs `run.argv(<run_dir>/build-<slot>)` in the jail over `tree_dir`,

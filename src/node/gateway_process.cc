@@ -192,7 +192,7 @@ Status GatewayProcess::SpawnWorker() {
   auto channel = std::make_shared<ipc::Channel>(std::move(mine), ipc::Sender::kWorker);
   auto fail = [&](const Status& st) {
     int status = 0;
-    if (Status k = KillChildPid(pid); k.ok()) {
+    if (Status k = KillChildPid(hooks_.privileged, pid); k.ok()) {
       RetryEintr([&] { return ::waitpid(pid, &status, 0); });
     } else {
       LogWarn("gateway", k.ToString());  // it ends when its channel closes, with the node
@@ -261,7 +261,7 @@ std::string GatewayProcess::KillWorker(bool ask_first) {
       if (!msg.ok() && msg.status().code() != StatusCode::kInvalidArgument) break;
     }
   }
-  if (Status k = KillChildPid(pid); !k.ok()) return "not killed (" + k.ToString() + ")";
+  if (Status k = KillChildPid(hooks_.privileged, pid); !k.ok()) return "not killed (" + k.ToString() + ")";
   int status = 0;
   if (RetryEintr([&] { return ::waitpid(pid, &status, 0); }) != pid) return "not reaped";
   return WaitStatusText(status);

@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "credentials/credential.h"
@@ -75,6 +76,9 @@ struct GatewayProcessHooks {
   // then the worker never runs as root, and gets the CA as PEM text in its config. Optional:
   // without it the worker starts as root and drops to its uid itself.
   std::function<Status(int pidfd, pid_t pid)> map_ids;
+  // Who kills the worker when the node may not (it runs under another uid): the broker.
+  // Optional: kills are sent from here.
+  PrivilegedActs* privileged = nullptr;
 };
 
 class GatewayProcess {

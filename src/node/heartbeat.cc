@@ -32,17 +32,17 @@ void Heartbeat::Stop() {
 }
 
 Status Heartbeat::Beat() {
-  nlohmann::json templates = nlohmann::json::array();
-  if (auto list = node_->ListTemplates(); list.ok()) {
+  std::vector<std::string> templates;
+  if (auto list = node_->templates().List(); list.ok()) {
     for (const auto& t : *list) templates.push_back(t.name);
   }
   store::NodeRecord rec;
   rec.name = config_.name;
   rec.url = config_.url;
-  rec.state = "ready";
+  rec.state = store::NodeState::kReady;
   rec.capacity = config_.capacity;
   rec.live = static_cast<int64_t>(node_->live_count());
-  rec.templates_json = templates.dump();
+  rec.templates = std::move(templates);
   ASSIGN_OR_RETURN(rec.heartbeat_at_ms, store_->NowMs());
   rec.started_at_ms = started_at_ms_;
   return store_->HeartbeatNode(rec);
@@ -65,7 +65,7 @@ void Heartbeat::DisownedLoop() {
   while (!cv_.wait_for(lock, std::chrono::milliseconds(config_.interval_ms * kDisownedEvery),
                        [this] { return stopping_; })) {
     lock.unlock();
-    node_->EndDisowned();
+    node_->lifecycle().EndDisowned();
     lock.lock();
   }
 }

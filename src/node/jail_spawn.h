@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/helper_spawn.h"
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 
@@ -37,13 +38,15 @@ class SlotLease {
 struct JailChild {
   pid_t pid = -1;
   UniqueFd pidfd;
+  PrivilegedActs* acts = nullptr;  // who kills it when this process may not
 
   // Kills and reaps it, then returns `st`: for giving up once it runs.
   Status GiveUp(Status st);
 };
 
 // Spawns `spec` (its user fields are set here) as root of a user namespace mapped to the slot
-// starting at `uid_base`; `what` names the jail in errors.
-Result<JailChild> SpawnJailChild(HelperSpec spec, uint32_t uid_base, const std::string& what);
+// starting at `uid_base` (its id maps written by `acts` when set); `what` names the jail in
+// errors.
+Result<JailChild> SpawnJailChild(HelperSpec spec, uint32_t uid_base, const std::string& what, PrivilegedActs* acts);
 
 }  // namespace space::node

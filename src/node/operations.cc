@@ -30,7 +30,7 @@ Result<store::OperationRecord> Operations::Submit(const std::string& team, const
   op.team = team;
   op.kind = kind;
   op.target = target;
-  op.state = "pending";
+  op.state = store::OperationState::kPending;
   op.created_at_ms = WallNowMs();
   RETURN_IF_ERROR(store_->PutOperation(op));
   {
@@ -49,7 +49,7 @@ Result<store::OperationRecord> Operations::RecordDone(const std::string& team, c
   op.team = team;
   op.kind = kind;
   op.target = target;
-  op.state = result.ok() ? "succeeded" : "failed";
+  op.state = result.ok() ? store::OperationState::kSucceeded : store::OperationState::kFailed;
   op.error = result.ok() ? "" : result.message();
   op.created_at_ms = WallNowMs();
   op.finished_at_ms = op.created_at_ms;
@@ -63,7 +63,7 @@ Result<store::OperationRecord> Operations::Wait(const std::string& id, int64_t t
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     ASSIGN_OR_RETURN(store::OperationRecord op, store_->GetOperation(id));
-    if (op.state == "succeeded" || op.state == "failed") return op;
+    if (op.state == store::OperationState::kSucceeded || op.state == store::OperationState::kFailed) return op;
     if (done_cv_.wait_until(lock, deadline) == std::cv_status::timeout) return store_->GetOperation(id);
   }
 }
@@ -89,10 +89,10 @@ void Operations::WorkerLoop() {
       queue_.erase(next);
       busy_.insert(job.op.target);
     }
-    job.op.state = "running";
+    job.op.state = store::OperationState::kRunning;
     if (Status st = store_->PutOperation(job.op); !st.ok()) LogError("operations", st.ToString());
     Status result = job.work();
-    job.op.state = result.ok() ? "succeeded" : "failed";
+    job.op.state = result.ok() ? store::OperationState::kSucceeded : store::OperationState::kFailed;
     job.op.error = result.ok() ? "" : result.message();
     job.op.finished_at_ms = WallNowMs();
     if (Status st = store_->PutOperation(job.op); !st.ok()) LogError("operations", st.ToString());

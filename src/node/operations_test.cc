@@ -31,9 +31,9 @@ TEST(OperationsTest, RunsAndRecordsAndSerializesPerTarget) {
     }
     auto failing = ops.Submit("t", "k", "sbx_b", [] { return Internal("boom"); });
     ASSERT_TRUE(failing.ok());
-    for (auto& id : ids) EXPECT_EQ(ops.Wait(id, 5000)->state, "succeeded");
+    for (auto& id : ids) EXPECT_EQ(ops.Wait(id, 5000)->state, store::OperationState::kSucceeded);
     auto f = ops.Wait(failing->id, 5000);
-    EXPECT_EQ(f->state, "failed");
+    EXPECT_EQ(f->state, store::OperationState::kFailed);
     EXPECT_EQ(f->error, "boom");
   }
   EXPECT_EQ(max_a.load(), 1);

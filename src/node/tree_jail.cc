@@ -176,7 +176,7 @@ Result<JailOutput> RunTreeJail(const TreeJailConfig& config, const std::vector<s
   spec.args.insert(spec.args.end(), mode_args.begin(), mode_args.end());
   spec.fds = {{ctl_child.get(), 3}, {out_w.get(), 4}};
   if (serve) spec.fds.push_back({rpc_child.get(), 5});
-  ASSIGN_OR_RETURN(JailChild child, SpawnJailChild(std::move(spec), lease.uid_base(), "tree jail"));
+  ASSIGN_OR_RETURN(JailChild child, SpawnJailChild(std::move(spec), lease.uid_base(), "tree jail", config.privileged));
   ctl_child.reset();
   out_w.reset();
   rpc_child.reset();
@@ -184,7 +184,7 @@ Result<JailOutput> RunTreeJail(const TreeJailConfig& config, const std::vector<s
   std::vector<int> send;
   for (const UniqueFd& dir : dir_fds) {
     Result<UniqueFd> clone = runtime::ns::IdmapTree(
-        {.dir_fd = dir.get(), .pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = lease.uid_base(),
+        config.privileged, {.dir_fd = dir.get(), .pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = lease.uid_base(),
          .read_only = !writable});
     if (!clone.ok()) return child.GiveUp(clone.status().Annotate("tree jail"));
     send.push_back(clone->get());

@@ -21,6 +21,7 @@
 #include <functional>
 #include <string>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "snapshot/blob_store.h"
 #include "snapshot/exporter.h"
@@ -32,6 +33,7 @@ namespace space::node {
 struct TreeJailConfig {
   std::function<Result<int64_t>()> acquire_slot;  // a uid slot leased for one read
   std::function<void(int64_t)> release_slot;
+  PrivilegedActs* privileged = nullptr;           // id maps, idmapped clones, kills: the broker's
 };
 
 // The largest result the node takes from the jail.

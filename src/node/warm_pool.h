@@ -1,8 +1,8 @@
 // Warm pools: the `--warm-pool base=4,busybox=8` setting (how many pre-created sandboxes the
 // node keeps per template) and the per-template counters that /metrics shows.
 //
-// The pooled sandboxes themselves are Node internals (node_warm.cc). Pure functions and a
-// plain struct; WarmCounters is guarded by whoever owns it (Node::warm_mu_).
+// The pools themselves are WarmPools (node/warm_pools.h). Pure functions and a plain struct;
+// WarmCounters is guarded by whoever owns it (WarmPools).
 #pragma once
 
 #include <cstdint>

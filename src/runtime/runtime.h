@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 
@@ -96,6 +97,10 @@ struct RuntimeConfig {
   // Who writes the sandbox cgroups: the root broker's acts for cgroup_name, or null for this
   // process. The runtime makes (and at Close removes) the parents itself either way.
   std::shared_ptr<CgroupActs> cgroup_acts;
+  // Who does the other acts the runtime may lack the privilege for: id maps, idmapped clones,
+  // kills of its children, the vm state dir (common/privileged_acts.h: the root broker). Null:
+  // this process does them. Not owned.
+  PrivilegedActs* privileged = nullptr;
   // How long a launch may spend in the child's setup before it is killed.
   int64_t child_setup_timeout_ms = 10000;
   // vm only: host-wide cache of the guest kernel, initramfs and template disk images.

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 
 namespace space::storage {
@@ -47,7 +48,7 @@ class Backend {
   virtual Status RestoreRoot(const std::string& templates_dir, const std::string& root_dir) = 0;
 };
 
-std::unique_ptr<Backend> NewBtrfsBackend(bool quota_enabled);
+std::unique_ptr<Backend> NewBtrfsBackend(bool quota_enabled, PrivilegedActs* acts);
 std::unique_ptr<Backend> NewOverlayBackend();
 
 }  // namespace space::storage

@@ -16,7 +16,6 @@
 #include <memory>
 
 #include "common/clock.h"
-#include "common/route.h"
 #include "common/syscall.h"
 
 namespace space::storage {
@@ -29,21 +28,15 @@ Status UtilStatus(const char* call, const std::string& path, btrfs_util_error er
   return Status(st.code(), st.message() + " [" + btrfs_util_strerror(err) + "]");
 }
 
-space::Route<BtrfsAdminRoute> admin_route;
-
 }  // namespace
-
-void SetBtrfsAdminRoute(BtrfsAdminRoute route) {
-  admin_route.Set(std::make_shared<const BtrfsAdminRoute>(std::move(route)));
-}
 
 bool IsOnBtrfs(const std::string& path) {
   struct statfs sf;
   return ::statfs(path.c_str(), &sf) == 0 && sf.f_type == BTRFS_SUPER_MAGIC;
 }
 
-Status CreateSubvolume(const std::string& path) {
-  if (auto r = admin_route.Get(); r && r->create_subvolume) return r->create_subvolume(path);
+Status CreateSubvolume(PrivilegedActs* acts, const std::string& path) {
+  if (acts != nullptr) return acts->CreateSubvolume(path);
   if (::geteuid() != 0) return PermissionDenied("btrfs create subvolume " + path + ": its top would not be uid 0's");
   errno = 0;
   btrfs_util_error err = btrfs_util_create_subvolume(path.c_str(), 0, nullptr, nullptr);
@@ -58,7 +51,7 @@ Status CreateSubvolumeAt(int parent_fd, const std::string& name) {
   return Status::Ok();
 }
 
-Status CreateSnapshot(const std::string& source, const std::string& path, bool read_only) {
+Status CreateSnapshot(PrivilegedActs* acts, const std::string& source, const std::string& path, bool read_only) {
   errno = 0;
   int flags = read_only ? BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY : 0;
   btrfs_util_error err = btrfs_util_create_snapshot(source.c_str(), path.c_str(), flags, nullptr, nullptr);
@@ -66,9 +59,7 @@ Status CreateSnapshot(const std::string& source, const std::string& path, bool r
   // Tried here first: every template and nearly every root is uid 0's, and a snapshot is on
   // the create path, where a round trip to the broker would cost. EPERM: a root its sandbox
   // chowned away from uid 0; EACCES: one it made unreadable (0700), which the node may not open.
-  if (errno == EPERM || errno == EACCES) {
-    if (auto r = admin_route.Get(); r && r->create_snapshot) return r->create_snapshot(source, path, read_only);
-  }
+  if ((errno == EPERM || errno == EACCES) && acts != nullptr) return acts->SnapshotSubvolume(source, path, read_only);
   return UtilStatus("btrfs snapshot", source + " -> " + path, err);
 }
 
@@ -80,8 +71,8 @@ Status CreateSnapshotAt(int source_fd, int parent_fd, const std::string& name, b
   return Status::Ok();
 }
 
-Status DeleteSubvolume(const std::string& path) {
-  if (auto r = admin_route.Get(); r && r->delete_subvolume) return r->delete_subvolume(path);
+Status DeleteSubvolume(PrivilegedActs* acts, const std::string& path) {
+  if (acts != nullptr) return acts->DeleteSubvolume(path);
   errno = 0;
   btrfs_util_error err = btrfs_util_delete_subvolume(path.c_str(), BTRFS_UTIL_DELETE_SUBVOLUME_RECURSIVE);
   if (err == BTRFS_UTIL_OK) return Status::Ok();
@@ -132,7 +123,7 @@ Status KeepQuotaConsistent(const std::string& path, std::string* note) {
   ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
   const std::string knob = dir + "/drop_subtree_threshold";
   if (::access(knob.c_str(), F_OK) == 0) RETURN_IF_ERROR(WriteSmallFile(knob, "8"));  // BTRFS_MAX_LEVEL
-  ASSIGN_OR_RETURN(bool started, RescanIfInconsistent(path));
+  ASSIGN_OR_RETURN(bool started, RescanIfInconsistent(nullptr, path));
   // A rescan already running (EINPROGRESS) leaves the flag set too: say so either way.
   auto flag = ReadFileToString(dir + "/inconsistent", 16);
   if (started || (flag.ok() && !flag->empty() && (*flag)[0] == '1')) {
@@ -141,8 +132,8 @@ Status KeepQuotaConsistent(const std::string& path, std::string* note) {
   return Status::Ok();
 }
 
-Result<bool> RescanIfInconsistent(const std::string& path) {
-  if (auto r = admin_route.Get(); r && r->rescan_if_inconsistent) return r->rescan_if_inconsistent(path);
+Result<bool> RescanIfInconsistent(PrivilegedActs* acts, const std::string& path) {
+  if (acts != nullptr) return acts->RescanQuotaIfInconsistent();
   ASSIGN_OR_RETURN(std::string dir, QuotaSysfsDir(path));
   auto flag = ReadFileToString(dir + "/inconsistent", 16);
   if (!flag.ok() || flag->empty() || (*flag)[0] != '1') return false;
@@ -183,8 +174,8 @@ Result<uint64_t> QgroupExclusiveBytes(const std::string& subvol_path) {
   return static_cast<uint64_t>(v);
 }
 
-Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes) {
-  if (auto r = admin_route.Get(); r && r->set_exclusive_limit) return r->set_exclusive_limit(subvol_path, bytes);
+Status SetExclusiveLimit(PrivilegedActs* acts, const std::string& subvol_path, uint64_t bytes) {
+  if (acts != nullptr) return acts->SetExclusiveLimit(subvol_path, bytes);
   ASSIGN_OR_RETURN(UniqueFd fd, OpenFd(subvol_path, O_RDONLY | O_DIRECTORY));
   return SetExclusiveLimitFd(fd.get(), bytes).Annotate(subvol_path);
 }

@@ -5,13 +5,14 @@
 // snapshot of a root-owned tree); reading a qgroup's usage and a subvolume's id need nothing
 // (sysfs, the unprivileged INO_LOOKUP). Enabling quotas, deleting a subvolume, limiting a
 // qgroup and starting or watching a rescan need CAP_SYS_ADMIN: once its pool is mounted the
-// node leaves the last three to its root broker (SetBtrfsAdminRoute).
+// node leaves the last three to its root broker (`acts`: common/privileged_acts.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 
 namespace space::storage {
@@ -21,18 +22,19 @@ bool IsOnBtrfs(const std::string& path);
 
 // An empty subvolume at `path`, its top directory owned by uid 0 (mode 0755): the build jail
 // and the tree jail write it as root of their namespaces, through an idmapped clone that maps
-// only ids 0..65535. A node that is not uid 0 has the route make it.
-Status CreateSubvolume(const std::string& path);
+// only ids 0..65535. A node that is not uid 0 has its broker (`acts`) make it.
+Status CreateSubvolume(PrivilegedActs* acts, const std::string& path);
 // The same at `name` (one path component) in directory `parent_fd`, as the caller.
 Status CreateSubvolumeAt(int parent_fd, const std::string& name);
 // A writable or read-only snapshot of subvolume `source` at `path`. The kernel lets only the
 // owner of `source`'s root (or CAP_FOWNER) snapshot it: when that refuses (EPERM: a sandbox's
-// root chowned its own / away from uid 0) and a route is set, the route makes it.
-Status CreateSnapshot(const std::string& source, const std::string& path, bool read_only);
+// root chowned its own / away from uid 0) and `acts` is set, the broker makes it.
+Status CreateSnapshot(PrivilegedActs* acts, const std::string& source, const std::string& path, bool read_only);
 // The same for the subvolume open as `source_fd` (O_RDONLY), at `name` in directory `parent_fd`.
 Status CreateSnapshotAt(int source_fd, int parent_fd, const std::string& name, bool read_only);
-// Deletes subvolume `path` and any subvolumes nested below it. OK if absent.
-Status DeleteSubvolume(const std::string& path);
+// Deletes subvolume `path` and any subvolumes nested below it. OK if absent. Through `acts`
+// when set (deleting a subvolume takes CAP_SYS_ADMIN).
+Status DeleteSubvolume(PrivilegedActs* acts, const std::string& path);
 // The same for subvolume `name` (one path component) of directory `parent_fd`.
 Status DeleteSubvolumeAt(int parent_fd, const std::string& name);
 bool IsSubvolume(const std::string& path);
@@ -59,7 +61,8 @@ Status KeepQuotaConsistent(const std::string& path, std::string* note);
 // subvolume whose numbers are not zero yet ("to be deleted qgroup ... has non-zero numbers",
 // seen on this pool after sandbox deletes); limits then do not hold until a rescan. True when
 // this call started one (false when the accounting is exact or a rescan already runs).
-Result<bool> RescanIfInconsistent(const std::string& path);
+// Through `acts` (the broker's own pool) when set.
+Result<bool> RescanIfInconsistent(PrivilegedActs* acts, const std::string& path);
 // Waits up to `timeout_ms` for a running quota rescan to end; true when none runs any more.
 Result<bool> WaitForRescan(const std::string& path, int timeout_ms);
 // Bytes referenced only by subvolume `subvol_path` (its level-0 qgroup's "excl", read from
@@ -67,22 +70,10 @@ Result<bool> WaitForRescan(const std::string& path, int timeout_ms);
 // syncfs first for an up-to-date figure. not_found when quotas are off or the qgroup does
 // not exist.
 Result<uint64_t> QgroupExclusiveBytes(const std::string& subvol_path);
-// Limits the exclusive bytes of subvolume `subvol_path` (its level-0 qgroup 0/<id>).
-Status SetExclusiveLimit(const std::string& subvol_path, uint64_t bytes);
+// Limits the exclusive bytes of subvolume `subvol_path` (its level-0 qgroup 0/<id>), through
+// `acts` when set.
+Status SetExclusiveLimit(PrivilegedActs* acts, const std::string& subvol_path, uint64_t bytes);
 // The same for the subvolume whose root directory is open as `subvol_fd`.
 Status SetExclusiveLimitFd(int subvol_fd, uint64_t bytes);
-
-// Where DeleteSubvolume, SetExclusiveLimit, RescanIfInconsistent and CreateSubvolume go from
-// now on, and the snapshots CreateSnapshot may not make itself: the node's root broker
-// (broker/broker_client.h), which acts only on its pool's trees. Each member empty: that act
-// runs here. Thread-safe.
-struct BtrfsAdminRoute {
-  std::function<Status(const std::string& path)> delete_subvolume;
-  std::function<Status(const std::string& source, const std::string& path, bool read_only)> create_snapshot;
-  std::function<Status(const std::string& subvol_path, uint64_t bytes)> set_exclusive_limit;
-  std::function<Result<bool>(const std::string& pool_path)> rescan_if_inconsistent;
-  std::function<Status(const std::string& path)> create_subvolume;
-};
-void SetBtrfsAdminRoute(BtrfsAdminRoute route);
 
 }  // namespace space::storage

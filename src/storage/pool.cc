@@ -44,8 +44,10 @@ std::function<Result<UniqueFd>(const std::string&)> ImportOpenerOf(const PoolCon
 class PoolImpl final : public Pool {
  public:
   PoolImpl(std::string pool_dir, std::unique_ptr<Backend> backend, bool btrfs_quota, ToolRunner build_runner,
-           TreeDigester digester, std::function<Result<UniqueFd>(const std::string&)> import_opener)
+           TreeDigester digester, std::function<Result<UniqueFd>(const std::string&)> import_opener,
+           PrivilegedActs* privileged)
       : pool_dir_(pool_dir),
+        privileged_(privileged),
         btrfs_quota_(btrfs_quota),
         templates_dir_(pool_dir + "/templates"),
         sandboxes_dir_(pool_dir + "/sandboxes"),
@@ -58,7 +60,7 @@ class PoolImpl final : public Pool {
 
   void CheckDiskAccounting() override {
     if (!btrfs_quota_) return;
-    auto started = RescanIfInconsistent(pool_dir_);
+    auto started = RescanIfInconsistent(privileged_, pool_dir_);
     if (!started.ok()) {
       LogWarn(kLog, "checking btrfs quota accounting: " + started.status().ToString());
     } else if (*started) {
@@ -371,6 +373,7 @@ class PoolImpl final : public Pool {
   }
 
   const std::string pool_dir_;
+  PrivilegedActs* const privileged_;  // the broker; null: the pool acts itself
   const bool btrfs_quota_;
   const std::string templates_dir_;
   const std::string sandboxes_dir_;
@@ -394,9 +397,10 @@ Result<std::unique_ptr<Pool>> Pool::Open(const PoolConfig& config) {
 }
 
 Result<std::unique_ptr<Pool>> Pool::OpenMounted(const PoolConfig& config, const PoolMount& m) {
-  std::unique_ptr<Backend> backend = m.btrfs ? NewBtrfsBackend(m.quota_enabled) : NewOverlayBackend();
+  std::unique_ptr<Backend> backend =
+      m.btrfs ? NewBtrfsBackend(m.quota_enabled, config.privileged) : NewOverlayBackend();
   auto pool = std::make_unique<PoolImpl>(m.pool_dir, std::move(backend), m.btrfs && m.quota_enabled,
-                                         config.build_runner, config.digester, ImportOpenerOf(config));
+                                         config.build_runner, config.digester, ImportOpenerOf(config), config.privileged);
   RETURN_IF_ERROR(pool->Recover());
   LogInfo(kLog, "pool " + m.pool_dir + " open, kind " + pool->kind() +
                     (m.btrfs ? (m.quota_enabled ? ", quotas on" : ", quotas OFF") : ", disk limits not enforced"));

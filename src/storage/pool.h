@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "storage/digest.h"
@@ -79,6 +80,9 @@ struct PoolConfig {
   // root broker, which may read an admin's root-only tarball or directory; the node may not.
   // Empty: OpenImportSource here.
   std::function<Result<UniqueFd>(const std::string& source)> import_opener;
+  // Who makes, deletes, snapshots and limits subvolumes the node may not (common/
+  // privileged_acts.h: the root broker). Null: the pool does it itself. Not owned.
+  PrivilegedActs* privileged = nullptr;
 };
 
 // A pool brought into service (pool_mount.h MountPool).

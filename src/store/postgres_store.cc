@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "store/json_columns.h"
 #include "store/migrations.h"
 #include "store/pg_connection.h"
 #include "store/pg_migrate.h"
@@ -231,19 +232,19 @@ SandboxRecord ReadSandbox(const PgRows& s, int i) {
 
 SnapshotRecord ReadSnapshot(const PgRows& s, int i) {
   return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4),
-          s.Text(i, 5), s.Text(i, 6), s.Int(i, 7),  s.Int(i, 8),  s.Text(i, 9)};
+          s.Text(i, 5), ParseSnapshotState(s.Text(i, 6)), s.Int(i, 7), s.Int(i, 8), s.Text(i, 9)};
 }
 
 OperationRecord ReadOperation(const PgRows& s, int i) {
   return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3),
-          s.Text(i, 4), s.Text(i, 5), s.Int(i, 6),  s.Int(i, 7)};
+          ParseOperationState(s.Text(i, 4)), s.Text(i, 5), s.Int(i, 6), s.Int(i, 7)};
 }
 
 CommandRecord ReadCommand(const PgRows& s, int i) {
   CommandRecord r;
   r.pid = s.Text(i, 0);
   r.sandbox = s.Text(i, 1);
-  r.cmd_json = s.Text(i, 2);
+  r.cmd = ParseStringList(s.Text(i, 2));
   r.user = s.Text(i, 3);
   r.cwd = s.Text(i, 4);
   r.started_at_ms = s.Int(i, 5);
@@ -256,7 +257,7 @@ CommandRecord ReadCommand(const PgRows& s, int i) {
 }
 
 AuditEvent ReadAudit(const PgRows& s, int i) {
-  return {s.Int(i, 0), s.Int(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4), s.Text(i, 5), s.Text(i, 6)};
+  return {s.Int(i, 0), s.Int(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4), s.Text(i, 5), ParseObject(s.Text(i, 6))};
 }
 
 template <typename T, typename Read>
@@ -265,6 +266,10 @@ std::vector<T> ReadAll(const PgRows& rows, Read read) {
   out.reserve(static_cast<size_t>(rows.size()));
   for (int i = 0; i < rows.size(); ++i) out.push_back(read(rows, i));
   return out;
+}
+
+std::vector<Sandbox> ReadSandboxes(const PgRows& rows) {
+  return ReadAll<Sandbox>(rows, [](const PgRows& s, int i) { return Sandbox::FromRecord(ReadSandbox(s, i)); });
 }
 
 // Statements that write the same row whatever happened before may run twice; appending an
@@ -281,38 +286,39 @@ class PostgresStore : public Store {
     return pg::MigratePostgres(*conn);
   }
 
-  Status PutSandbox(const SandboxRecord& r) override {
+  Status PutSandbox(const Sandbox& sandbox) override {
+    const SandboxRecord r = sandbox.ToRecord();
     return Exec("PutSandbox", kPutSandbox,
                 {r.id, r.team, r.state, r.template_name, r.template_digest, r.runtime, r.node, r.created_at_ms,
                  r.expires_at_ms, r.timeout_s, r.on_timeout, r.metadata_json, r.env_json, r.egress_json,
                  r.resources_json, r.timings_json, r.uid_slot, r.error, r.head_snapshot, r.policy_json});
   }
 
-  Result<SandboxRecord> GetSandbox(const std::string& id) override {
+  Result<Sandbox> GetSandbox(const std::string& id) override {
     ASSIGN_OR_RETURN(PgRows rows, Query("GetSandbox", kGetSandbox, {id}));
     if (rows.size() == 0) return NotFound("sandbox " + id + " not found");
-    return ReadSandbox(rows, 0);
+    return Sandbox::FromRecord(ReadSandbox(rows, 0));
   }
 
   // f.metadata is matched by the caller, as with SQLite, to keep JSON operators out of the SQL.
-  Result<std::vector<SandboxRecord>> ListSandboxes(const SandboxFilter& f) override {
+  Result<std::vector<Sandbox>> ListSandboxes(const SandboxFilter& f) override {
     int64_t limit = std::max(0, f.limit);
-    Result<PgRows> rows = f.state ? Query("ListSandboxes", kListSandboxesInState, {f.team, f.after_id, *f.state, limit})
+    Result<PgRows> rows = f.state ? Query("ListSandboxes", kListSandboxesInState, {f.team, f.after_id, std::string(StateName(*f.state)), limit})
                           : f.include_destroyed ? Query("ListSandboxes", kListSandboxesAll, {f.team, f.after_id, limit})
                                                 : Query("ListSandboxes", kListSandboxesNotDestroyed,
                                                         {f.team, f.after_id, limit});
     if (!rows.ok()) return rows.status();
-    return ReadAll<SandboxRecord>(*rows, ReadSandbox);
+    return ReadSandboxes(*rows);
   }
 
-  Result<std::vector<SandboxRecord>> ListLiveSandboxes() override {
+  Result<std::vector<Sandbox>> ListLiveSandboxes() override {
     ASSIGN_OR_RETURN(PgRows rows, Query("ListLiveSandboxes", kListLiveSandboxes, {}));
-    return ReadAll<SandboxRecord>(rows, ReadSandbox);
+    return ReadSandboxes(rows);
   }
 
   Status PutSnapshot(const SnapshotRecord& r) override {
     return Exec("PutSnapshot", kPutSnapshot,
-                {r.id, r.team, r.sandbox, r.parent, r.label, r.kind, r.state, r.size_bytes, r.created_at_ms, r.error});
+                {r.id, r.team, r.sandbox, r.parent, r.label, r.kind, std::string(SnapshotStateName(r.state)), r.size_bytes, r.created_at_ms, r.error});
   }
 
   Result<SnapshotRecord> GetSnapshot(const std::string& id) override {
@@ -385,7 +391,7 @@ class PostgresStore : public Store {
 
   Status PutOperation(const OperationRecord& r) override {
     return Exec("PutOperation", kPutOperation,
-                {r.id, r.team, r.kind, r.target, r.state, r.error, r.created_at_ms, r.finished_at_ms});
+                {r.id, r.team, r.kind, r.target, std::string(OperationStateName(r.state)), r.error, r.created_at_ms, r.finished_at_ms});
   }
 
   Result<OperationRecord> GetOperation(const std::string& id) override {
@@ -402,7 +408,7 @@ class PostgresStore : public Store {
   Status PutCommand(const CommandRecord& r) override {
     Param exit = r.exit_code ? Param(static_cast<int64_t>(*r.exit_code)) : Param(nullptr);
     return Exec("PutCommand", kPutCommand,
-                {r.pid, r.sandbox, r.cmd_json, r.user, r.cwd, r.started_at_ms, r.finished_at_ms, exit, r.signal,
+                {r.pid, r.sandbox, EncodeStringList(r.cmd), r.user, r.cwd, r.started_at_ms, r.finished_at_ms, exit, r.signal,
                  r.stdout_bytes, r.stderr_bytes});
   }
 
@@ -412,7 +418,7 @@ class PostgresStore : public Store {
   }
 
   Status AppendAudit(const AuditEvent& e) override {
-    return Query("AppendAudit", kAppendAudit, {e.ts_ms, e.team, e.sandbox, e.kind, e.action, e.detail_json},
+    return Query("AppendAudit", kAppendAudit, {e.ts_ms, e.team, e.sandbox, e.kind, e.action, e.detail.dump()},
                  Retry::kNever)
         .status();
   }
@@ -441,21 +447,22 @@ class PostgresStore : public Store {
 
   Status HeartbeatNode(const NodeRecord& r) override {
     return Exec("HeartbeatNode", kHeartbeatNode,
-                {r.name, r.url, r.state, r.capacity, r.live, r.templates_json, r.heartbeat_at_ms, r.started_at_ms});
+                {r.name, r.url, std::string(NodeStateName(r.state)), r.capacity, r.live, EncodeStringList(r.templates), r.heartbeat_at_ms,
+                 r.started_at_ms});
   }
 
   Result<std::vector<NodeRecord>> ListNodes() override {
     ASSIGN_OR_RETURN(PgRows rows, Query("ListNodes", kListNodes, {}));
     std::vector<NodeRecord> out;
     for (int i = 0; i < rows.size(); ++i) {
-      out.push_back({rows.Text(i, 0), rows.Text(i, 1), rows.Text(i, 2), rows.Int(i, 3), rows.Int(i, 4),
-                     rows.Text(i, 5), rows.Int(i, 6), rows.Int(i, 7)});
+      out.push_back({rows.Text(i, 0), rows.Text(i, 1), ParseNodeState(rows.Text(i, 2)), rows.Int(i, 3), rows.Int(i, 4),
+                     ParseStringList(rows.Text(i, 5)), rows.Int(i, 6), rows.Int(i, 7)});
     }
     return out;
   }
 
-  Status SetNodeState(const std::string& name, const std::string& state) override {
-    ASSIGN_OR_RETURN(PgRows rows, Query("SetNodeState", kSetNodeState, {state, name}));
+  Status SetNodeState(const std::string& name, NodeState state) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("SetNodeState", kSetNodeState, {std::string(NodeStateName(state)), name}));
     if (rows.size() == 0) return NotFound("node " + name + " not found");
     return Status::Ok();
   }
@@ -475,15 +482,15 @@ class PostgresStore : public Store {
     return static_cast<int64_t>(back.size() + failed.size());
   }
 
-  Result<bool> ClaimSandbox(const std::string& id, const std::string& from_state, const std::string& to_state,
+  Result<bool> ClaimSandbox(const std::string& id, SandboxState from_state, SandboxState to_state,
                             const std::string& node) override {
-    ASSIGN_OR_RETURN(PgRows rows, Query("ClaimSandbox", kClaimSandbox, {to_state, node, id, from_state}, Retry::kNever));
+    ASSIGN_OR_RETURN(PgRows rows, Query("ClaimSandbox", kClaimSandbox, {std::string(StateName(to_state)), node, id, std::string(StateName(from_state))}, Retry::kNever));
     return rows.size() > 0;
   }
 
   Status PutJob(const JobRecord& r) override {
     return Exec("PutJob", kPutJob,
-                {r.id, r.kind, r.target, r.team, r.payload_json, r.state, r.holder, r.lease_until_ms, r.attempts,
+                {r.id, r.kind, r.target, r.team, r.payload.dump(), std::string(JobStateName(r.state)), r.holder, r.lease_until_ms, r.attempts,
                  r.error, r.created_at_ms, r.finished_at_ms});
   }
 
@@ -494,14 +501,14 @@ class PostgresStore : public Store {
   }
 
   Result<bool> RenewJob(const std::string& id, const std::string& holder, int64_t lease_until_ms,
-                        const std::string& payload_json) override {
-    ASSIGN_OR_RETURN(PgRows rows, Query("RenewJob", kRenewJob, {lease_until_ms, payload_json, id, holder}));
+                        const nlohmann::json& payload) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("RenewJob", kRenewJob, {lease_until_ms, payload.dump(), id, holder}));
     return rows.size() > 0;
   }
 
-  Result<bool> FinishJob(const std::string& id, const std::string& holder, const std::string& state,
+  Result<bool> FinishJob(const std::string& id, const std::string& holder, JobState state,
                          const std::string& error, int64_t finished_at_ms) override {
-    ASSIGN_OR_RETURN(PgRows rows, Query("FinishJob", kFinishJob, {state, error, finished_at_ms, id, holder}));
+    ASSIGN_OR_RETURN(PgRows rows, Query("FinishJob", kFinishJob, {std::string(JobStateName(state)), error, finished_at_ms, id, holder}));
     return rows.size() > 0;
   }
 
@@ -521,7 +528,7 @@ class PostgresStore : public Store {
 
  private:
   static JobRecord ReadJob(const PgRows& s, int i) {
-    return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4),  s.Text(i, 5),
+    return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), ParseObject(s.Text(i, 4)), ParseJobState(s.Text(i, 5)),
             s.Text(i, 6), s.Int(i, 7),  s.Int(i, 8),  s.Text(i, 9), s.Int(i, 10), s.Int(i, 11)};
   }
 

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/syscall.h"
 #include "store/migrations.h"
+#include "store/json_columns.h"
 #include "store/store.h"
 
 namespace space::store {
@@ -107,7 +108,7 @@ SnapshotRecord ReadSnapshot(Stmt& s) {
   r.parent = s.Text(3);
   r.label = s.Text(4);
   r.kind = s.Text(5);
-  r.state = s.Text(6);
+  r.state = ParseSnapshotState(s.Text(6));
   r.size_bytes = s.Int(7);
   r.created_at_ms = s.Int(8);
   r.error = s.Text(9);
@@ -120,7 +121,7 @@ OperationRecord ReadOperation(Stmt& s) {
   r.team = s.Text(1);
   r.kind = s.Text(2);
   r.target = s.Text(3);
-  r.state = s.Text(4);
+  r.state = ParseOperationState(s.Text(4));
   r.error = s.Text(5);
   r.created_at_ms = s.Int(6);
   r.finished_at_ms = s.Int(7);
@@ -166,7 +167,8 @@ class SqliteStore : public Store {
     return Status::Ok();
   }
 
-  Status PutSandbox(const SandboxRecord& r) override {
+  Status PutSandbox(const Sandbox& sandbox) override {
+    const SandboxRecord r = sandbox.ToRecord();
     std::lock_guard<std::mutex> lock(mu_);
     return RunLocked(std::string("INSERT INTO sandboxes (") + kSandboxCols +
                          ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET "
@@ -182,21 +184,21 @@ class SqliteStore : public Store {
                       r.egress_json, r.resources_json, r.timings_json, r.uid_slot, r.error, r.head_snapshot, r.policy_json});
   }
 
-  Result<SandboxRecord> GetSandbox(const std::string& id) override {
+  Result<Sandbox> GetSandbox(const std::string& id) override {
     std::lock_guard<std::mutex> lock(mu_);
     Stmt s(db_, std::string("SELECT ") + kSandboxCols + " FROM sandboxes WHERE id = ?");
     RETURN_IF_ERROR(s.Bind({id}));
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) return NotFound("sandbox " + id + " not found");
-    return ReadSandbox(s);
+    return Sandbox::FromRecord(ReadSandbox(s));
   }
 
-  Result<std::vector<SandboxRecord>> ListSandboxes(const SandboxFilter& f) override {
+  Result<std::vector<Sandbox>> ListSandboxes(const SandboxFilter& f) override {
     std::string sql = std::string("SELECT ") + kSandboxCols + " FROM sandboxes WHERE team = ? AND id > ?";
     std::vector<Value> args = {f.team, f.after_id};
     if (f.state) {
       sql += " AND state = ?";
-      args.emplace_back(*f.state);
+      args.emplace_back(std::string(StateName(*f.state)));
     } else if (!f.include_destroyed) {
       sql += " AND state <> 'destroyed'";
     }
@@ -204,27 +206,27 @@ class SqliteStore : public Store {
     std::lock_guard<std::mutex> lock(mu_);
     Stmt s(db_, sql);
     RETURN_IF_ERROR(s.Bind(args));
-    std::vector<SandboxRecord> out;
+    std::vector<Sandbox> out;
     // Metadata filters are applied on the JSON text by the caller-visible contract "all must
     // match"; done here in C++ to keep the SQL portable (no JSON operators).
     for (;;) {
       ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row || static_cast<int>(out.size()) >= f.limit) break;
-      out.push_back(ReadSandbox(s));
+      out.push_back(Sandbox::FromRecord(ReadSandbox(s)));
     }
     return out;
   }
 
-  Result<std::vector<SandboxRecord>> ListLiveSandboxes() override {
+  Result<std::vector<Sandbox>> ListLiveSandboxes() override {
     std::lock_guard<std::mutex> lock(mu_);
     Stmt s(db_, std::string("SELECT ") + kSandboxCols +
                     " FROM sandboxes WHERE state NOT IN ('destroyed', 'failed') ORDER BY id");
     RETURN_IF_ERROR(s.Bind({}));
-    std::vector<SandboxRecord> out;
+    std::vector<Sandbox> out;
     for (;;) {
       ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
-      out.push_back(ReadSandbox(s));
+      out.push_back(Sandbox::FromRecord(ReadSandbox(s)));
     }
     return out;
   }
@@ -235,7 +237,7 @@ class SqliteStore : public Store {
                          ") VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET parent = excluded.parent, "
                          "label = excluded.label, state = excluded.state, size_bytes = excluded.size_bytes, "
                          "error = excluded.error",
-                     {r.id, r.team, r.sandbox, r.parent, r.label, r.kind, r.state, r.size_bytes, r.created_at_ms,
+                     {r.id, r.team, r.sandbox, r.parent, r.label, r.kind, std::string(SnapshotStateName(r.state)), r.size_bytes, r.created_at_ms,
                       r.error});
   }
 
@@ -342,7 +344,7 @@ class SqliteStore : public Store {
         "INSERT INTO operations (id, team, kind, target, state, error, created_at_ms, finished_at_ms) "
         "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
         "error = excluded.error, finished_at_ms = excluded.finished_at_ms",
-        {r.id, r.team, r.kind, r.target, r.state, r.error, r.created_at_ms, r.finished_at_ms});
+        {r.id, r.team, r.kind, r.target, std::string(OperationStateName(r.state)), r.error, r.created_at_ms, r.finished_at_ms});
   }
 
   Result<OperationRecord> GetOperation(const std::string& id) override {
@@ -377,7 +379,7 @@ class SqliteStore : public Store {
         "stdout_bytes, stderr_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (pid) DO UPDATE SET "
         "finished_at_ms = excluded.finished_at_ms, exit_code = excluded.exit_code, sig = excluded.sig, "
         "stdout_bytes = excluded.stdout_bytes, stderr_bytes = excluded.stderr_bytes",
-        {r.pid, r.sandbox, r.cmd_json, r.user, r.cwd, r.started_at_ms, r.finished_at_ms, exit, r.signal,
+        {r.pid, r.sandbox, EncodeStringList(r.cmd), r.user, r.cwd, r.started_at_ms, r.finished_at_ms, exit, r.signal,
          r.stdout_bytes, r.stderr_bytes});
   }
 
@@ -393,7 +395,7 @@ class SqliteStore : public Store {
       CommandRecord r;
       r.pid = s.Text(0);
       r.sandbox = s.Text(1);
-      r.cmd_json = s.Text(2);
+      r.cmd = ParseStringList(s.Text(2));
       r.user = s.Text(3);
       r.cwd = s.Text(4);
       r.started_at_ms = s.Int(5);
@@ -410,7 +412,7 @@ class SqliteStore : public Store {
   Status AppendAudit(const AuditEvent& e) override {
     std::lock_guard<std::mutex> lock(mu_);
     return RunLocked("INSERT INTO audit (ts_ms, team, sandbox, kind, action, detail_json) VALUES (?,?,?,?,?,?)",
-                     {e.ts_ms, e.team, e.sandbox, e.kind, e.action, e.detail_json});
+                     {e.ts_ms, e.team, e.sandbox, e.kind, e.action, e.detail.dump()});
   }
 
   Result<std::vector<AuditEvent>> ListAudit(const AuditFilter& f) override {
@@ -440,7 +442,7 @@ class SqliteStore : public Store {
       e.sandbox = s.Text(3);
       e.kind = s.Text(4);
       e.action = s.Text(5);
-      e.detail_json = s.Text(6);
+      e.detail = ParseObject(s.Text(6));
       out.push_back(std::move(e));
     }
     return out;
@@ -473,7 +475,8 @@ class SqliteStore : public Store {
         "state = CASE WHEN nodes.state = 'draining' THEN 'draining' ELSE excluded.state END, "
         "capacity = excluded.capacity, live = excluded.live, templates_json = excluded.templates_json, "
         "heartbeat_at_ms = excluded.heartbeat_at_ms, started_at_ms = excluded.started_at_ms",
-        {r.name, r.url, r.state, r.capacity, r.live, r.templates_json, r.heartbeat_at_ms, r.started_at_ms});
+        {r.name, r.url, std::string(NodeStateName(r.state)), r.capacity, r.live, EncodeStringList(r.templates), r.heartbeat_at_ms,
+         r.started_at_ms});
   }
 
   Result<std::vector<NodeRecord>> ListNodes() override {
@@ -484,13 +487,15 @@ class SqliteStore : public Store {
     for (;;) {
       ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
-      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Int(3), s.Int(4), s.Text(5), s.Int(6), s.Int(7)});
+      out.push_back({s.Text(0), s.Text(1), ParseNodeState(s.Text(2)), s.Int(3), s.Int(4), ParseStringList(s.Text(5)),
+                     s.Int(6), s.Int(7)});
     }
     return out;
   }
 
-  Status SetNodeState(const std::string& name, const std::string& state) override {
-    ASSIGN_OR_RETURN(auto names, Column("UPDATE nodes SET state = ? WHERE name = ? RETURNING name", {state, name}));
+  Status SetNodeState(const std::string& name, NodeState state) override {
+    ASSIGN_OR_RETURN(auto names, Column("UPDATE nodes SET state = ? WHERE name = ? RETURNING name",
+                                        {std::string(NodeStateName(state)), name}));
     if (names.empty()) return NotFound("node " + name + " not found");
     return Status::Ok();
   }
@@ -511,10 +516,10 @@ class SqliteStore : public Store {
     return static_cast<int64_t>(back.size() + failed.size());
   }
 
-  Result<bool> ClaimSandbox(const std::string& id, const std::string& from_state, const std::string& to_state,
+  Result<bool> ClaimSandbox(const std::string& id, SandboxState from_state, SandboxState to_state,
                             const std::string& node) override {
     ASSIGN_OR_RETURN(auto ids, Column("UPDATE sandboxes SET state = ?, node = ? WHERE id = ? AND state = ? RETURNING id",
-                                      {to_state, node, id, from_state}));
+                                      {std::string(StateName(to_state)), node, id, std::string(StateName(from_state))}));
     return !ids.empty();
   }
 
@@ -525,7 +530,7 @@ class SqliteStore : public Store {
                          "payload_json = excluded.payload_json, state = excluded.state, holder = excluded.holder, "
                          "lease_until_ms = excluded.lease_until_ms, attempts = excluded.attempts, "
                          "error = excluded.error, finished_at_ms = excluded.finished_at_ms",
-                     {r.id, r.kind, r.target, r.team, r.payload_json, r.state, r.holder, r.lease_until_ms, r.attempts,
+                     {r.id, r.kind, r.target, r.team, r.payload.dump(), std::string(JobStateName(r.state)), r.holder, r.lease_until_ms, r.attempts,
                       r.error, r.created_at_ms, r.finished_at_ms});
   }
 
@@ -533,18 +538,18 @@ class SqliteStore : public Store {
   Result<int64_t> NowMs() override { return WallNowMs(); }
 
   Result<bool> RenewJob(const std::string& id, const std::string& holder, int64_t lease_until_ms,
-                        const std::string& payload_json) override {
+                        const nlohmann::json& payload) override {
     ASSIGN_OR_RETURN(auto ids, Column("UPDATE jobs SET lease_until_ms = ?, payload_json = ? WHERE id = ? AND holder = ? "
                                       "AND state = 'pending' RETURNING id",
-                                      {lease_until_ms, payload_json, id, holder}));
+                                      {lease_until_ms, payload.dump(), id, holder}));
     return !ids.empty();
   }
 
-  Result<bool> FinishJob(const std::string& id, const std::string& holder, const std::string& state,
+  Result<bool> FinishJob(const std::string& id, const std::string& holder, JobState state,
                          const std::string& error, int64_t finished_at_ms) override {
     ASSIGN_OR_RETURN(auto ids, Column("UPDATE jobs SET state = ?, error = ?, finished_at_ms = ? WHERE id = ? AND holder = ? "
                                       "AND state = 'pending' RETURNING id",
-                                      {state, error, finished_at_ms, id, holder}));
+                                      {std::string(JobStateName(state)), error, finished_at_ms, id, holder}));
     return !ids.empty();
   }
 
@@ -593,8 +598,8 @@ class SqliteStore : public Store {
     for (;;) {
       ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
-      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Int(7), s.Int(8),
-                     s.Text(9), s.Int(10), s.Int(11)});
+      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), ParseObject(s.Text(4)), ParseJobState(s.Text(5)), s.Text(6), s.Int(7),
+                     s.Int(8), s.Text(9), s.Int(10), s.Int(11)});
     }
     return out;
   }

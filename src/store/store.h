@@ -14,9 +14,15 @@
 #include <vector>
 
 #include "common/result.h"
+#include <nlohmann/json.hpp>
+
+#include "store/sandbox.h"
+#include "store/states.h"
 
 namespace space::store {
 
+// A sandbox as the store keeps it: one text column per field. Only the store and the model
+// (sandbox.h: Sandbox::FromRecord, ToRecord) read or write one.
 struct SandboxRecord {
   std::string id;
   std::string team;
@@ -47,7 +53,7 @@ struct SnapshotRecord {
   std::string parent;        // previous snapshot in the lineage, "" for a first one
   std::string label;
   std::string kind = "filesystem";  // the ns runtime keeps files, not memory
-  std::string state;         // local|exporting|restorable|failed|deleted
+  SnapshotState state = SnapshotState::kLocal;
   int64_t size_bytes = 0;
   int64_t created_at_ms = 0;
   std::string error;
@@ -80,7 +86,7 @@ struct SandboxCredentialRecord {
 
 struct SandboxFilter {
   std::string team;                       // required
-  std::optional<std::string> state;
+  std::optional<SandboxState> state;
   std::vector<std::pair<std::string, std::string>> metadata;  // all must match
   std::string after_id;                   // page token: ids sort ascending
   int limit = 100;
@@ -92,7 +98,7 @@ struct OperationRecord {
   std::string team;
   std::string kind;      // create|destroy|...
   std::string target;    // sandbox id
-  std::string state;     // pending|running|succeeded|failed
+  OperationState state = OperationState::kPending;
   std::string error;
   int64_t created_at_ms = 0;
   int64_t finished_at_ms = 0;
@@ -101,7 +107,7 @@ struct OperationRecord {
 struct CommandRecord {
   std::string pid;        // proc_...
   std::string sandbox;
-  std::string cmd_json;   // ["argv0", ...]
+  std::vector<std::string> cmd;  // argv
   std::string user;
   std::string cwd;
   int64_t started_at_ms = 0;
@@ -119,7 +125,7 @@ struct AuditEvent {
   std::string sandbox;
   std::string kind;       // lifecycle|exec|egress|credential
   std::string action;     // create|destroy|exec|...
-  std::string detail_json = "{}";
+  nlohmann::json detail = nlohmann::json::object();
 };
 
 struct AuditFilter {
@@ -133,10 +139,10 @@ struct AuditFilter {
 struct NodeRecord {
   std::string name;
   std::string url;             // where servers reach its API, e.g. http://10.0.0.5:7722
-  std::string state;           // ready|draining|lost
+  NodeState state = NodeState::kReady;
   int64_t capacity = 0;        // sandboxes it accepts in all
   int64_t live = 0;            // sandboxes it runs now
-  std::string templates_json = "[]";  // names of the templates in its pool
+  std::vector<std::string> templates;  // names of the templates in its pool
   int64_t heartbeat_at_ms = 0;
   int64_t started_at_ms = 0;
 };
@@ -148,8 +154,8 @@ struct JobRecord {
   std::string kind;            // migrate
   std::string target;          // sandbox id
   std::string team;
-  std::string payload_json = "{}";
-  std::string state;           // pending|succeeded|failed
+  nlohmann::json payload = nlohmann::json::object();  // the job kind's own state
+  JobState state = JobState::kPending;
   std::string holder;          // replica holding the lease
   int64_t lease_until_ms = 0;
   int64_t attempts = 0;
@@ -162,11 +168,11 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  virtual Status PutSandbox(const SandboxRecord& r) = 0;  // insert or replace
-  virtual Result<SandboxRecord> GetSandbox(const std::string& id) = 0;  // not_found
-  virtual Result<std::vector<SandboxRecord>> ListSandboxes(const SandboxFilter& f) = 0;
+  virtual Status PutSandbox(const Sandbox& s) = 0;  // insert or replace
+  virtual Result<Sandbox> GetSandbox(const std::string& id) = 0;  // not_found
+  virtual Result<std::vector<Sandbox>> ListSandboxes(const SandboxFilter& f) = 0;
   // Every sandbox not yet destroyed, any team: what the reconciler converges.
-  virtual Result<std::vector<SandboxRecord>> ListLiveSandboxes() = 0;
+  virtual Result<std::vector<Sandbox>> ListLiveSandboxes() = 0;
 
   virtual Status PutSnapshot(const SnapshotRecord& r) = 0;  // insert or replace
   virtual Result<SnapshotRecord> GetSnapshot(const std::string& id) = 0;  // not_found
@@ -209,7 +215,7 @@ class Store {
   // operator) and turns `lost` back to `ready` (the node came back and reconciled).
   virtual Status HeartbeatNode(const NodeRecord& r) = 0;
   virtual Result<std::vector<NodeRecord>> ListNodes() = 0;
-  virtual Status SetNodeState(const std::string& name, const std::string& state) = 0;  // not_found
+  virtual Status SetNodeState(const std::string& name, NodeState state) = 0;  // not_found
   // Marks every node whose last heartbeat is older than `cutoff_ms` lost and returns their
   // names. One atomic update: each lost node is returned to exactly one caller.
   virtual Result<std::vector<std::string>> ClaimLostNodes(int64_t cutoff_ms) = 0;
@@ -219,15 +225,15 @@ class Store {
   virtual Result<int64_t> FailSandboxesOfNode(const std::string& node, const std::string& reason) = 0;
   // Compare-and-set: moves sandbox `id` from `from_state` to `to_state` on `node`. False when
   // it was not in `from_state` (someone else got there first).
-  virtual Result<bool> ClaimSandbox(const std::string& id, const std::string& from_state, const std::string& to_state,
+  virtual Result<bool> ClaimSandbox(const std::string& id, SandboxState from_state, SandboxState to_state,
                                     const std::string& node) = 0;
   virtual Status PutJob(const JobRecord& r) = 0;  // insert or replace
   // Extends a pending job's lease and replaces its payload, only while `holder` still holds
   // it. False: the job was taken over (the lease ran out) or finished; the caller must stop.
   virtual Result<bool> RenewJob(const std::string& id, const std::string& holder, int64_t lease_until_ms,
-                                const std::string& payload_json) = 0;
+                                const nlohmann::json& payload) = 0;
   // Records a job's outcome, only while `holder` still holds it (false otherwise).
-  virtual Result<bool> FinishJob(const std::string& id, const std::string& holder, const std::string& state,
+  virtual Result<bool> FinishJob(const std::string& id, const std::string& holder, JobState state,
                                  const std::string& error, int64_t finished_at_ms) = 0;
   virtual Result<std::vector<JobRecord>> ListJobs(const std::string& target) = 0;  // "" = all, oldest first
   // Leases the oldest pending job whose lease ran out to `holder` until `lease_until_ms`

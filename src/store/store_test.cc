@@ -60,20 +60,18 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<Store> store_;
 };
 
-SandboxRecord Sbx(const std::string& id, const std::string& team, const std::string& state) {
-  SandboxRecord r;
+Sandbox Sbx(const std::string& id, const std::string& team, std::string_view state) {
+  Sandbox r;
   r.id = id;
   r.team = team;
-  r.state = state;
+  r.state = *ParseSandboxState(state);
   r.template_name = "busybox";
   r.template_digest = "sha256:00";
-  r.runtime = "ns";
   r.node = "local";
-  r.on_timeout = "destroy";
   return r;
 }
 
-std::vector<std::string> Ids(const std::vector<SandboxRecord>& list) {
+std::vector<std::string> Ids(const std::vector<Sandbox>& list) {
   std::vector<std::string> out;
   for (const auto& r : list) out.push_back(r.id);
   return out;
@@ -87,7 +85,7 @@ TEST_P(StoreTest, SandboxUpsertAndTeamIsolation) {
   ASSERT_TRUE(store_->PutSandbox(r).ok());
   auto got = store_->GetSandbox("sbx_a");
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "running");
+  EXPECT_EQ(got->state, *ParseSandboxState("running"));
   EXPECT_EQ(got->uid_slot, 7);
   SandboxFilter f;
   f.team = "t1";
@@ -101,20 +99,23 @@ TEST_P(StoreTest, SandboxUpsertAndTeamIsolation) {
 TEST_P(StoreTest, UpsertKeepsImmutableColumnsAndRoundTripsAll) {
   auto r = Sbx("sbx_a", "t1", "creating");
   r.created_at_ms = 1700000000123;
-  r.env_json = R"({"A":"1"})";
-  r.metadata_json = R"({"k":"v ' \" ; --"})";  // quotes travel as values, never as SQL
+  r.env = {{"A", "1"}};
+  r.metadata = {{"k", "v ' \" ; --"}};  // quotes travel as values, never as SQL
   r.expires_at_ms = 5;
   r.timeout_s = 300;
-  r.resources_json = R"({"cpu":1})";
-  r.timings_json = R"({"create_ms":3})";
+  r.resources = {.cpus = 0.5, .memory_mb = 256, .disk_mb = 100};
+  r.timings = {{"create_ms", 3}};
   r.error = "";
-  r.policy_json = R"({"every_s":60})";
+  r.policy = {.every_s = 60, .keep = 3, .max_age_s = 600};
+  r.egress = nlohmann::json::array({{{"name", "gh"}, {"allow", {"api.github.com:443"}}}});
+  r.runtime = RuntimeKind::kVm;
+  r.on_timeout = OnTimeout::kSuspend;
   ASSERT_TRUE(store_->PutSandbox(r).ok());
   auto changed = r;
   changed.team = "t2";                 // immutable
   changed.created_at_ms = 1;           // immutable
-  changed.env_json = "{}";             // immutable
-  changed.state = "failed";
+  changed.env = {};                    // immutable
+  changed.state = SandboxState::kFailed;
   changed.error = "boom";
   changed.node = "n2";
   ASSERT_TRUE(store_->PutSandbox(changed).ok());
@@ -122,15 +123,19 @@ TEST_P(StoreTest, UpsertKeepsImmutableColumnsAndRoundTripsAll) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->team, "t1");
   EXPECT_EQ(got->created_at_ms, 1700000000123);
-  EXPECT_EQ(got->env_json, R"({"A":"1"})");
-  EXPECT_EQ(got->metadata_json, R"({"k":"v ' \" ; --"})");
-  EXPECT_EQ(got->state, "failed");
+  EXPECT_EQ(got->env, r.env);
+  EXPECT_EQ(got->metadata, r.metadata);
+  EXPECT_EQ(got->state, *ParseSandboxState("failed"));
   EXPECT_EQ(got->error, "boom");
   EXPECT_EQ(got->node, "n2");
   EXPECT_EQ(got->timeout_s, 300);
-  EXPECT_EQ(got->resources_json, R"({"cpu":1})");
-  EXPECT_EQ(got->timings_json, R"({"create_ms":3})");
-  EXPECT_EQ(got->policy_json, R"({"every_s":60})");
+  EXPECT_EQ(got->resources, r.resources);
+  EXPECT_EQ(got->timings, r.timings);
+  EXPECT_EQ(got->policy, r.policy);
+  EXPECT_EQ(got->egress, r.egress);
+  EXPECT_EQ(got->EgressProfileNames(), std::vector<std::string>{"gh"});
+  EXPECT_EQ(got->runtime, RuntimeKind::kVm);
+  EXPECT_EQ(got->on_timeout, OnTimeout::kSuspend);
   EXPECT_EQ(got->uid_slot, -1);
   EXPECT_TRUE(store_->ListLiveSandboxes()->empty());  // failed is not live
 }
@@ -155,7 +160,7 @@ TEST_P(StoreTest, ListSandboxFilters) {
   ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_2", "t", "paused")).ok());
   ASSERT_TRUE(store_->PutSandbox(Sbx("sbx_3", "t", "destroyed")).ok());
   struct Case {
-    std::optional<std::string> state;
+    std::optional<SandboxState> state;
     bool include_destroyed;
     int limit;
     std::vector<std::string> want;
@@ -163,8 +168,8 @@ TEST_P(StoreTest, ListSandboxFilters) {
   const Case cases[] = {
       {std::nullopt, false, 100, {"sbx_1", "sbx_2"}},
       {std::nullopt, true, 100, {"sbx_1", "sbx_2", "sbx_3"}},
-      {"paused", false, 100, {"sbx_2"}},
-      {"destroyed", false, 100, {"sbx_3"}},  // asking for a state overrides hiding destroyed
+      {SandboxState::kPaused, false, 100, {"sbx_2"}},
+      {SandboxState::kDestroyed, false, 100, {"sbx_3"}},  // asking for a state overrides hiding destroyed
       {std::nullopt, true, 0, {}},
       {std::nullopt, true, -1, {}},
   };
@@ -176,7 +181,7 @@ TEST_P(StoreTest, ListSandboxFilters) {
     f.limit = c.limit;
     auto list = store_->ListSandboxes(f);
     ASSERT_TRUE(list.ok()) << list.status().ToString();
-    EXPECT_EQ(Ids(*list), c.want) << c.state.value_or("-") << " " << c.include_destroyed << " " << c.limit;
+    EXPECT_EQ(Ids(*list), c.want) << (c.state ? StateName(*c.state) : "-") << " " << c.include_destroyed << " " << c.limit;
   }
 }
 
@@ -191,19 +196,19 @@ TEST_P(StoreTest, IdsSortBytewise) {
 }
 
 TEST_P(StoreTest, OperationsCommandsAuditKeys) {
-  OperationRecord op{"op_1", "t", "create", "sbx_1", "pending", "", 1, 0};
+  OperationRecord op{"op_1", "t", "create", "sbx_1", OperationState::kPending, "", 1, 0};
   ASSERT_TRUE(store_->PutOperation(op).ok());
   EXPECT_EQ(store_->ListUnfinishedOperations()->size(), 1u);
-  op.state = "succeeded";
+  op.state = OperationState::kSucceeded;
   ASSERT_TRUE(store_->PutOperation(op).ok());
   EXPECT_EQ(store_->ListUnfinishedOperations()->size(), 0u);
-  EXPECT_EQ(store_->GetOperation("op_1")->state, "succeeded");
+  EXPECT_EQ(store_->GetOperation("op_1")->state, OperationState::kSucceeded);
   EXPECT_EQ(store_->GetOperation("op_9").status().code(), StatusCode::kNotFound);
 
   CommandRecord c;
   c.pid = "proc_1";
   c.sandbox = "sbx_1";
-  c.cmd_json = "[\"true\"]";
+  c.cmd = {"true", "a \" b"};
   ASSERT_TRUE(store_->PutCommand(c).ok());
   EXPECT_FALSE((*store_->ListCommands("sbx_1"))[0].exit_code.has_value());  // NULL while running
   c.exit_code = 0;
@@ -213,6 +218,7 @@ TEST_P(StoreTest, OperationsCommandsAuditKeys) {
   ASSERT_EQ(cmds->size(), 1u);
   EXPECT_EQ((*cmds)[0].exit_code, 0);
   EXPECT_EQ((*cmds)[0].stdout_bytes, 5);
+  EXPECT_EQ((*cmds)[0].cmd, c.cmd);
 
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(store_->AppendAudit({0, i, "t", "sbx_1", i == 2 ? "exec" : "lifecycle", "a", "{}"}).ok());
@@ -235,10 +241,10 @@ TEST_P(StoreTest, OperationsCommandsAuditKeys) {
 
 TEST_P(StoreTest, AuditFilters) {
   const AuditEvent events[] = {
-      {0, 1, "t", "sbx_1", "exec", "exec", "{}"},
-      {0, 2, "t", "sbx_2", "exec", "exec", "{}"},
-      {0, 3, "t", "sbx_1", "lifecycle", "create", R"({"x":1})"},
-      {0, 4, "u", "sbx_9", "exec", "exec", "{}"},
+      {0, 1, "t", "sbx_1", "exec", "exec", nlohmann::json::object()},
+      {0, 2, "t", "sbx_2", "exec", "exec", nlohmann::json::object()},
+      {0, 3, "t", "sbx_1", "lifecycle", "create", {{"x", 1}}},
+      {0, 4, "u", "sbx_9", "exec", "exec", nlohmann::json::object()},
   };
   for (const auto& e : events) ASSERT_TRUE(store_->AppendAudit(e).ok());
   struct Case {
@@ -263,7 +269,7 @@ TEST_P(StoreTest, AuditFilters) {
     EXPECT_EQ(ts, c.want_ts) << c.filter.team << "/" << c.filter.sandbox << "/" << c.filter.kind << "/"
                              << c.filter.limit;
   }
-  EXPECT_EQ((*store_->ListAudit({"t", "sbx_1", "lifecycle", 10}))[0].detail_json, R"({"x":1})");
+  EXPECT_EQ((*store_->ListAudit({"t", "sbx_1", "lifecycle", 10}))[0].detail, nlohmann::json({{"x", 1}}));
 }
 
 TEST_P(StoreTest, SnapshotsAndHead) {
@@ -271,16 +277,16 @@ TEST_P(StoreTest, SnapshotsAndHead) {
   sb.head_snapshot = "snap_1";
   ASSERT_TRUE(store_->PutSandbox(sb).ok());
   EXPECT_EQ(store_->GetSandbox("sbx_a")->head_snapshot, "snap_1");
-  SnapshotRecord a{"snap_1", "t", "sbx_a", "", "one", "filesystem", "local", 0, 1, ""};
-  SnapshotRecord b{"snap_2", "t", "sbx_a", "snap_1", "two", "filesystem", "local", 0, 2, ""};
+  SnapshotRecord a{"snap_1", "t", "sbx_a", "", "one", "filesystem", SnapshotState::kLocal, 0, 1, ""};
+  SnapshotRecord b{"snap_2", "t", "sbx_a", "snap_1", "two", "filesystem", SnapshotState::kLocal, 0, 2, ""};
   ASSERT_TRUE(store_->PutSnapshot(a).ok());
   ASSERT_TRUE(store_->PutSnapshot(b).ok());
-  b.state = "restorable";
+  b.state = SnapshotState::kRestorable;
   b.size_bytes = 42;
   ASSERT_TRUE(store_->PutSnapshot(b).ok());
   auto list = store_->ListSnapshots("sbx_a");
   ASSERT_EQ(list->size(), 2u);
-  EXPECT_EQ((*list)[1].state, "restorable");
+  EXPECT_EQ((*list)[1].state, SnapshotState::kRestorable);
   EXPECT_EQ((*list)[1].parent, "snap_1");
   EXPECT_EQ((*list)[1].size_bytes, 42);
   EXPECT_EQ(store_->ListSnapshots("")->size(), 2u);
@@ -316,19 +322,19 @@ TEST_P(StoreTest, CredentialsProfilesArePerTeam) {
 }
 
 TEST_P(StoreTest, NodesHeartbeatDrainAndLoss) {
-  NodeRecord a{"node-a", "http://10.0.0.1:7722", "ready", 100, 3, "[\"base\"]", 1000, 900};
-  NodeRecord b{"node-b", "http://10.0.0.2:7722", "ready", 50, 0, "[]", 1000, 900};
+  NodeRecord a{"node-a", "http://10.0.0.1:7722", NodeState::kReady, 100, 3, {"base"}, 1000, 900};
+  NodeRecord b{"node-b", "http://10.0.0.2:7722", NodeState::kReady, 50, 0, {}, 1000, 900};
   ASSERT_TRUE(store_->HeartbeatNode(a).ok());
   ASSERT_TRUE(store_->HeartbeatNode(b).ok());
-  ASSERT_TRUE(store_->SetNodeState("node-b", "draining").ok());
-  EXPECT_EQ(store_->SetNodeState("node-z", "draining").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->SetNodeState("node-b", NodeState::kDraining).ok());
+  EXPECT_EQ(store_->SetNodeState("node-z", NodeState::kDraining).code(), StatusCode::kNotFound);
   b.heartbeat_at_ms = 2000;
   ASSERT_TRUE(store_->HeartbeatNode(b).ok());  // a heartbeat keeps `draining`
   auto nodes = store_->ListNodes();
   ASSERT_TRUE(nodes.ok());
   ASSERT_EQ(nodes->size(), 2u);
-  EXPECT_EQ((*nodes)[0].templates_json, "[\"base\"]");
-  EXPECT_EQ((*nodes)[1].state, "draining");
+  EXPECT_EQ((*nodes)[0].templates, std::vector<std::string>{"base"});
+  EXPECT_EQ((*nodes)[1].state, NodeState::kDraining);
   EXPECT_EQ((*nodes)[1].heartbeat_at_ms, 2000);
 
   // node-a stopped heartbeating: exactly one claim gets it.
@@ -352,16 +358,16 @@ TEST_P(StoreTest, NodesHeartbeatDrainAndLoss) {
   auto n = store_->FailSandboxesOfNode("node-a", "node node-a lost");
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 2);
-  EXPECT_EQ(store_->GetSandbox("sbx_1")->state, "failed");
+  EXPECT_EQ(store_->GetSandbox("sbx_1")->state, *ParseSandboxState("failed"));
   EXPECT_EQ(store_->GetSandbox("sbx_1")->error, "node node-a lost");
-  EXPECT_EQ(store_->GetSandbox("sbx_2")->state, "suspended");
-  EXPECT_EQ(store_->GetSandbox("sbx_3")->state, "suspended");
-  EXPECT_EQ(store_->GetSandbox("sbx_4")->state, "destroyed");
-  EXPECT_EQ(store_->GetSandbox("sbx_5")->state, "running");
+  EXPECT_EQ(store_->GetSandbox("sbx_2")->state, *ParseSandboxState("suspended"));
+  EXPECT_EQ(store_->GetSandbox("sbx_3")->state, *ParseSandboxState("suspended"));
+  EXPECT_EQ(store_->GetSandbox("sbx_4")->state, *ParseSandboxState("destroyed"));
+  EXPECT_EQ(store_->GetSandbox("sbx_5")->state, *ParseSandboxState("running"));
 
   // A suspended sandbox is claimed for resumption by one node only.
-  auto c1 = store_->ClaimSandbox("sbx_2", "suspended", "resuming", "node-b");
-  auto c2 = store_->ClaimSandbox("sbx_2", "suspended", "resuming", "node-c");
+  auto c1 = store_->ClaimSandbox("sbx_2", SandboxState::kSuspended, SandboxState::kResuming, "node-b");
+  auto c2 = store_->ClaimSandbox("sbx_2", SandboxState::kSuspended, SandboxState::kResuming, "node-c");
   ASSERT_TRUE(c1.ok() && c2.ok());
   EXPECT_TRUE(*c1);
   EXPECT_FALSE(*c2);
@@ -370,7 +376,7 @@ TEST_P(StoreTest, NodesHeartbeatDrainAndLoss) {
   // A heartbeat brings a lost node back.
   a.heartbeat_at_ms = 3000;
   ASSERT_TRUE(store_->HeartbeatNode(a).ok());
-  EXPECT_EQ((*store_->ListNodes())[0].state, "ready");
+  EXPECT_EQ((*store_->ListNodes())[0].state, NodeState::kReady);
 }
 
 TEST_P(StoreTest, ClockIsTheStoresAndCloseToWallTime) {
@@ -381,7 +387,7 @@ TEST_P(StoreTest, ClockIsTheStoresAndCloseToWallTime) {
 }
 
 TEST_P(StoreTest, JobsAreLeasedToOneHolderAtATime) {
-  JobRecord j{"job_1", "migrate", "sbx_1", "t1", "{}", "pending", "", 0, 0, "", 10, 0};
+  JobRecord j{"job_1", "migrate", "sbx_1", "t1", nlohmann::json::object(), JobState::kPending, "", 0, 0, "", 10, 0};
   ASSERT_TRUE(store_->PutJob(j).ok());
   j.id = "job_2";
   j.target = "sbx_2";
@@ -404,13 +410,13 @@ TEST_P(StoreTest, JobsAreLeasedToOneHolderAtATime) {
   EXPECT_EQ((*taken)->id, "job_1");
   EXPECT_EQ((*taken)->attempts, 2);
   JobRecord done = **taken;
-  done.state = "succeeded";
+  done.state = JobState::kSucceeded;
   done.finished_at_ms = 6100;
   ASSERT_TRUE(store_->PutJob(done).ok());
   auto all = store_->ListJobs("");
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 2u);
-  EXPECT_EQ((*all)[0].state, "succeeded");
+  EXPECT_EQ((*all)[0].state, JobState::kSucceeded);
   auto one = store_->ListJobs("sbx_2");
   ASSERT_TRUE(one.ok());
   ASSERT_EQ(one->size(), 1u);
@@ -420,17 +426,17 @@ TEST_P(StoreTest, JobsAreLeasedToOneHolderAtATime) {
   ASSERT_TRUE(later.ok() && later->has_value());
   EXPECT_EQ((*later)->id, "job_2");
   // Only the holder renews or finishes; r2's claim of job_2 was taken over by r3.
-  auto renewed = store_->RenewJob("job_2", "r2", 30000, "{\"step\":1}");
+  auto renewed = store_->RenewJob("job_2", "r2", 30000, {{"step", 1}});
   ASSERT_TRUE(renewed.ok());
   EXPECT_FALSE(*renewed);
-  renewed = store_->RenewJob("job_2", "r3", 30000, "{\"step\":1}");
+  renewed = store_->RenewJob("job_2", "r3", 30000, {{"step", 1}});
   ASSERT_TRUE(renewed.ok());
   EXPECT_TRUE(*renewed);
-  EXPECT_EQ((*store_->ListJobs("sbx_2"))[0].payload_json, "{\"step\":1}");
-  auto finished = store_->FinishJob("job_2", "r2", "succeeded", "", 1);
+  EXPECT_EQ((*store_->ListJobs("sbx_2"))[0].payload, nlohmann::json({{"step", 1}}));
+  auto finished = store_->FinishJob("job_2", "r2", JobState::kSucceeded, "", 1);
   ASSERT_TRUE(finished.ok());
   EXPECT_FALSE(*finished);
-  finished = store_->FinishJob("job_2", "r3", "failed", "boom", 2);
+  finished = store_->FinishJob("job_2", "r3", JobState::kFailed, "boom", 2);
   ASSERT_TRUE(finished.ok());
   EXPECT_TRUE(*finished);
   EXPECT_EQ((*store_->ListJobs("sbx_2"))[0].error, "boom");
@@ -444,7 +450,7 @@ TEST_P(StoreTest, ReopenKeepsDataAndSchema) {
   store_.reset();
   auto s = Open();
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ((*s)->GetSandbox("sbx_a")->state, "running");
+  EXPECT_EQ((*s)->GetSandbox("sbx_a")->state, *ParseSandboxState("running"));
   store_ = std::move(s).value();
 }
 

@@ -302,6 +302,27 @@ def read_api_md():
 # Document checks (no server)
 # ---------------------------------------------------------------------------------------------
 
+# Routes API.md pins for capabilities that are open issues, not yet built, so not yet in
+# docs/openapi.yaml. The list only shrinks: a route that gets documented must leave it (the test
+# below fails while it is on both).
+PENDING_ROUTES = {
+    # issue 24: templates from a recipe
+    ("DELETE", "/v1/templates/{name}"), ("GET", "/v1/templates/{name}/builds/{op}/logs"),
+    ("POST", "/v1/templates/import"),
+    # issue 25: ports and preview URLs
+    ("POST", "/v1/sandboxes/{id}/ports"), ("GET", "/v1/sandboxes/{id}/ports"),
+    ("DELETE", "/v1/sandboxes/{id}/ports/{port}"),
+    # issue 26: volumes
+    ("GET", "/v1/volumes"), ("GET", "/v1/volumes/{name}"), ("PUT", "/v1/volumes/{name}"),
+    ("DELETE", "/v1/volumes/{name}"),
+    # issue 27: web console
+    ("GET", "/console"),
+    # issue 30: teams and keys
+    ("GET", "/v1/teams"), ("POST", "/v1/teams"), ("GET", "/v1/keys"), ("POST", "/v1/keys"),
+    ("GET", "/v1/keys/self"), ("DELETE", "/v1/keys/{id}"),
+}
+
+
 class OpenApiDocumentTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -324,8 +345,11 @@ class OpenApiDocumentTest(unittest.TestCase):
                                        {(m, _norm(p)) for m, p in extracted}}
             self.assertFalse(missing_from_extraction, "API.md extraction lost routes: %s" % sorted(missing_from_extraction))
             wanted |= extracted
-        missing = sorted((m, p) for m, p in wanted if (m, _norm(p)) not in self.documented)
+        pending = {(m, _norm(p)) for m, p in PENDING_ROUTES}
+        missing = sorted((m, p) for m, p in wanted if (m, _norm(p)) not in self.documented | pending)
         self.assertFalse(missing, "routes in API.md but not in docs/openapi.yaml: %s" % missing)
+        built = sorted((m, p) for m, p in PENDING_ROUTES if (m, _norm(p)) in self.documented)
+        self.assertFalse(built, "documented now, so no longer pending: take them off PENDING_ROUTES: %s" % built)
 
     def test_every_field_and_parameter_described(self):
         problems = []

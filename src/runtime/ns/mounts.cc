@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <memory>
 
-#include "common/route.h"
 #include "common/syscall.h"
 #include "runtime/ns/userns.h"
 
@@ -94,14 +93,8 @@ Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd, bool read_only) 
   return tree;
 }
 
-namespace {
-Route<IdmapRoute> idmap_route;
-}  // namespace
-
-void SetIdmapRoute(IdmapRoute r) { idmap_route.Set(r ? std::make_shared<const IdmapRoute>(std::move(r)) : nullptr); }
-
-Result<UniqueFd> IdmapTree(const IdmapRequest& request) {
-  if (auto r = idmap_route.Get()) return (*r)(request);
+Result<UniqueFd> IdmapTree(PrivilegedActs* acts, const IdmapRequest& request) {
+  if (acts != nullptr) return acts->IdmapTree(request.dir_fd, request.pidfd, request.uid_base, request.read_only);
   ASSIGN_OR_RETURN(UniqueFd userns, OpenUserNs(request.pid));
   return MakeIdmappedRoot(request.dir_fd, userns.get(), request.read_only);
 }

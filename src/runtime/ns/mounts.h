@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/privileged_acts.h"
 #include "common/result.h"
 #include "common/unique_fd.h"
 #include "runtime/ns/child_plan.h"
@@ -41,9 +42,8 @@ Result<UniqueFd> MakeIdmappedRoot(int rootfs_fd, int userns_fd, bool read_only =
 
 // The same for the user namespace of the child `pid` (pidfd `pidfd`), which maps root to the
 // uid slot starting at `uid_base`. Cloning a tree takes CAP_SYS_ADMIN on the host, which the
-// node leaves to its root broker: the node installs a route once (SetIdmapRoute; the broker's
-// idmap_tree clones only its pool's sandbox roots and template builds); without one, this
-// process makes the clone itself.
+// node leaves to its root broker (`acts`; the broker's idmap_tree clones only its pool's
+// sandbox roots and template builds); with no `acts`, this process makes the clone itself.
 struct IdmapRequest {
   int dir_fd = -1;
   int pidfd = -1;
@@ -51,9 +51,7 @@ struct IdmapRequest {
   uint32_t uid_base = 0;
   bool read_only = false;  // MOUNT_ATTR_RDONLY as well (a snapshot read by the tree jail)
 };
-using IdmapRoute = std::function<Result<UniqueFd>(const IdmapRequest&)>;
-void SetIdmapRoute(IdmapRoute route);  // thread-safe; empty: clone here
-Result<UniqueFd> IdmapTree(const IdmapRequest& request);
+Result<UniqueFd> IdmapTree(PrivilegedActs* acts, const IdmapRequest& request);
 
 struct MountPlanOptions {
   std::string dev_shm_size;  // tmpfs size= for /dev/shm, e.g. "536870912"

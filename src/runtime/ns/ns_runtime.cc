@@ -93,8 +93,8 @@ Status ReapChild(pid_t pid, int pidfd, int timeout_ms) {
 }
 
 // A failed kill shows in the reap that follows (which waits a bounded time).
-void KillByPidfd(int pidfd) {
-  if (Status st = KillChild(pidfd); !st.ok()) LogWarn("ns", st.ToString());
+void KillByPidfd(PrivilegedActs* acts, int pidfd) {
+  if (Status st = KillChild(acts, pidfd); !st.ok()) LogWarn("ns", st.ToString());
 }
 
 class NsRuntimeImpl final : public NsRuntime {
@@ -146,12 +146,12 @@ class NsRuntimeImpl final : public NsRuntime {
 // cgroups and scratch dirs.
 class LaunchUndo {
  public:
-  LaunchUndo(const ns::Cgroups& cgroups, std::string id, std::string dir)
-      : cgroups_(cgroups), id_(std::move(id)), dir_(std::move(dir)) {}
+  LaunchUndo(const ns::Cgroups& cgroups, PrivilegedActs* acts, std::string id, std::string dir)
+      : cgroups_(cgroups), acts_(acts), id_(std::move(id)), dir_(std::move(dir)) {}
   ~LaunchUndo() {
     if (committed_) return;
     if (child_pidfd_.valid()) {
-      KillByPidfd(child_pidfd_.get());
+      KillByPidfd(acts_, child_pidfd_.get());
       (void)ReapChild(child_pid_, child_pidfd_.get(), kDestroyWaitMs);
     }
     if (cgroup_made_) (void)cgroups_.Remove(id_);
@@ -171,6 +171,7 @@ class LaunchUndo {
 
  private:
   const ns::Cgroups& cgroups_;
+  PrivilegedActs* const acts_;
   std::string id_, dir_;
   bool committed_ = false, dirs_made_ = false, cgroup_made_ = false;
   pid_t child_pid_ = -1;
@@ -214,7 +215,7 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
   RETURN_IF_ERROR(run(Step::kValidateSpec, [&] { return ValidateSpec(spec); }));
 
   const std::string dir = SandboxDir(spec.id);
-  LaunchUndo undo(cgroups_, spec.id, dir);
+  LaunchUndo undo(cgroups_, config_.privileged, spec.id, dir);
   RETURN_IF_ERROR(run(Step::kPrepareDirs, [&]() -> Status {
     if (::mkdir(dir.c_str(), 0711) != 0) {
       if (errno == EEXIST)
@@ -299,14 +300,14 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
   }));
 
   RETURN_IF_ERROR(run(Step::kIdMaps, [&] {
-    return ns::MapIds({.pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = spec.uid_base,
+    return ns::MapIds(config_.privileged, {.pidfd = child.pidfd.get(), .pid = child.pid, .uid_base = spec.uid_base,
                        .shape = ns::IdMapShape::kSandbox});
   }));
   RETURN_IF_ERROR(run(Step::kCgroupAttach, [&] { return cgroups_.Attach(spec.id, child.pid, child.pidfd.get()); }));
 
   UniqueFd root_mount;
   RETURN_IF_ERROR(run(Step::kIdmapRoot, [&]() -> Status {
-    ASSIGN_OR_RETURN(root_mount, ns::IdmapTree({.dir_fd = rootfs_fd.get(), .pidfd = child.pidfd.get(),
+    ASSIGN_OR_RETURN(root_mount, ns::IdmapTree(config_.privileged, {.dir_fd = rootfs_fd.get(), .pidfd = child.pidfd.get(),
                                                 .pid = child.pid, .uid_base = spec.uid_base}));
     return Status::Ok();
   }));
@@ -376,7 +377,7 @@ Status NsRuntimeImpl::Destroy(const std::string& id) {
   // it; reaping init first leaves the cgroup sweep below with nothing to do. The sweep is
   // all there is for a sandbox started by an earlier node process.
   if (ours) {
-    KillByPidfd(running.pidfd.get());
+    KillByPidfd(config_.privileged, running.pidfd.get());
     // A frozen (v1) task acts on SIGKILL only once thawed; the kill is already pending,
     // so the sandbox runs no further code. Not found / not frozen: nothing to do.
     (void)cgroups_.Thaw(id);

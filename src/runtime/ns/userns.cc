@@ -7,16 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "common/route.h"
 #include "common/syscall.h"
 
 namespace space::runtime::ns {
-namespace {
-
-Route<IdMapRoute> id_map_route;
-
-}  // namespace
-
 std::string UidMapText(IdMapShape shape, uint32_t uid_base) {
   const std::string base = std::to_string(uid_base);
   return shape == IdMapShape::kSandbox ? "0 " + base + " 65536\n" : base + " " + base + " 1\n";
@@ -30,12 +23,8 @@ std::string GidMapText(IdMapShape shape, uint32_t uid_base, gid_t kvm_gid) {
   return map;
 }
 
-void SetIdMapRoute(IdMapRoute r) {
-  id_map_route.Set(r ? std::make_shared<const IdMapRoute>(std::move(r)) : nullptr);
-}
-
-Status MapIds(const IdMapRequest& request) {
-  if (auto r = id_map_route.Get()) return (*r)(request).Annotate("map the user namespace's ids");
+Status MapIds(PrivilegedActs* acts, const IdMapRequest& request) {
+  if (acts != nullptr) return acts->MapUserns(request).Annotate("map the user namespace's ids");
   return WriteIdMaps(request.pid, UidMapText(request.shape, request.uid_base),
                      GidMapText(request.shape, request.uid_base, request.kvm_gid));
 }

@@ -25,7 +25,6 @@
 #include "common/ids.h"
 #include "common/kill_child.h"
 #include "common/log.h"
-#include "common/route.h"
 #include "common/syscall.h"
 #include "protocol/protocol.h"
 #include "runtime/ns/cgroup.h"
@@ -53,24 +52,15 @@ Result<UniqueFd> OpenBeneath(int dir, const std::string& name, uint64_t flags, c
   return UniqueFd(static_cast<int>(fd));
 }
 
-Route<std::function<Status(const std::string&)>> state_dir_route;
-
 }  // namespace
 
-void SetVmStateDirRoute(std::function<Status(const std::string& rootfs)> route) {
-  state_dir_route.Set(route ? std::make_shared<const std::function<Status(const std::string&)>>(std::move(route))
-                            : nullptr);
-}
-
-Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create) {
+Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create, PrivilegedActs* acts) {
   // The root itself is the pool's path, trusted; what is inside it is not.
   ASSIGN_OR_RETURN(UniqueFd root, OpenFd(rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   const std::string what = rootfs + "/" + kVmStateDir;
-  if (create) {
-    if (auto route = state_dir_route.Get()) {
-      RETURN_IF_ERROR((*route)(rootfs));
-      create = false;
-    }
+  if (create && acts != nullptr) {
+    RETURN_IF_ERROR(acts->MakeVmStateDir(rootfs));
+    create = false;
   }
   // mkdirat never follows a final symlink: an existing one gives EEXIST, then openat2 refuses it.
   if (create && ::mkdirat(root.get(), kVmStateDir, 0755) != 0 && errno != EEXIST) {
@@ -457,7 +447,7 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
   if (!spec.restore_state.empty() && spec.restore_state != state_dir + "/" + kVmMemoryName) {
     return InvalidArgument("sandbox " + spec.id + ": restore state must be " + state_dir + "/" + kVmMemoryName);
   }
-  ASSIGN_OR_RETURN(UniqueFd sd, OpenVmStateDir(spec.rootfs, true));
+  ASSIGN_OR_RETURN(UniqueFd sd, OpenVmStateDir(spec.rootfs, true, config_.privileged));
   // A checkpoint the node died in the middle of writing.
   (void)::unlinkat(sd.get(), kVmMemoryTmpName, 0);
   ASSIGN_OR_RETURN(bool have_disk, HasVmStateFile(spec.rootfs, kVmDiskName));
@@ -559,7 +549,7 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
     if (st.ok()) st = (*vm)->qmp->Execute("cont").status();
     if (!st.ok()) {
       std::string log = Tail(dir + "/console.log", 400);
-      if (Status k = KillChild((*vm)->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
+      if (Status k = KillChild(config_.privileged, (*vm)->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
       (void)ReapChild((*vm)->pid, (*vm)->pidfd.get(), kDestroyWaitMs);
       st = st.Annotate("restore" + (log.empty() ? "" : " (VMM said: " + log + ")"));
     }
@@ -686,7 +676,7 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   incoming_fd.reset();
   auto kill_child = [&] {
     // Waited for only once killed: a VMM out of reach (no broker) dies with the node.
-    if (Status st = KillChildPid(pid); !st.ok()) {
+    if (Status st = KillChildPid(config_.privileged, pid); !st.ok()) {
       LogWarn("vm", st.ToString());
       return;
     }
@@ -699,7 +689,7 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
     return st;
   }
   // Its ids before it needs them: the child waits for go before it makes any namespace or mount.
-  if (Status st = ns::MapIds({.pidfd = vm->pidfd.get(), .pid = pid, .uid_base = spec.uid_base,
+  if (Status st = ns::MapIds(config_.privileged, {.pidfd = vm->pidfd.get(), .pid = pid, .uid_base = spec.uid_base,
                               .shape = ns::IdMapShape::kOneId, .kvm_gid = p.kvm_group ? p.kvm_gid : 0});
       !st.ok()) {
     kill_child();
@@ -780,7 +770,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
       if (hello.type != guest::FrameType::kHello) return Unavailable("template VM spoke before saying hello");
       return SaveState(*vm, spec.id, tmp_fd.get());
     }();
-    if (Status k = KillChild(vm->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
+    if (Status k = KillChild(config_.privileged, vm->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
     (void)ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs);
     RETURN_IF_ERROR(saved);
     if (::rename(tmp.c_str(), dir.c_str()) != 0) return ErrnoStatus("rename", dir, errno);
@@ -807,7 +797,7 @@ Status VmRuntimeImpl::Destroy(const std::string& id) {
     }
   }
   if (vm) {
-    if (Status k = KillChild(vm->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
+    if (Status k = KillChild(config_.privileged, vm->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
     if (Status st = ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs); !st.ok()) LogWarn("vm", st.ToString());
   }
   // A VMM of an earlier node run is not our child: its cgroup finds it.

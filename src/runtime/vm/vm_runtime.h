@@ -30,12 +30,10 @@ inline constexpr char kVmMemoryTmpName[] = "memory.state.tmp";
 
 // <rootfs>/.space-vm as a directory fd, reached with openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS): a sandbox root (an imported template, a restored snapshot) is not
-// trusted, and the node runs as root. Created 0700 when missing and `create`.
-Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create);
-// Who makes kVmStateDir when OpenVmStateDir creates it: a node that does not own the roots (it
-// is not uid 0) has its root broker make it and give it to the node (vm_state_dir). Unset:
-// made here. Thread-safe.
-void SetVmStateDirRoute(std::function<Status(const std::string& rootfs)> route);
+// trusted. Created 0700 when missing and `create`: by `acts` when set (a node that does not own
+// the roots, not being uid 0, has its root broker make it and give it to the node:
+// vm_state_dir), here otherwise.
+Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create, PrivilegedActs* acts = nullptr);
 // Opens `name` in a state dir fd, refusing symlinks and anything but a regular file (a
 // device node must never reach QEMU). Not for O_CREAT.
 Result<UniqueFd> OpenVmStateFile(int state_dir, const std::string& name, int flags);

@@ -1,0 +1,33 @@
+// Templates: the root filesystems sandboxes are cloned from, as the node's pool holds them.
+// The built-ins (base: Debian by debootstrap; busybox) are built on first use; others are
+// imported from a directory or tarball below --import-root. Every step that writes a template
+// runs in the build jail (node/build_jail.h), never with the node's privileges.
+//
+// Owned by the Node; borrows the pool. Thread-safe as the pool is.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "storage/pool.h"
+
+namespace space::node {
+
+bool IsBuiltinTemplate(const std::string& name);
+
+class Templates {
+ public:
+  explicit Templates(storage::Pool* pool) : pool_(pool) {}
+
+  Result<std::vector<storage::TemplateInfo>> List() { return pool_->ListTemplates(); }
+  Result<storage::TemplateInfo> Get(const std::string& name) { return pool_->GetTemplate(name); }
+  // Builds a built-in template (or finds it built).
+  Result<storage::TemplateInfo> Build(const std::string& name, const storage::ProgressFn& progress);
+  Result<storage::TemplateInfo> Import(const std::string& name, const std::string& source,
+                                       const storage::ProgressFn& progress);
+
+ private:
+  storage::Pool* const pool_;
+};
+
+}  // namespace space::node

@@ -1,0 +1,22 @@
+#include "store/json_columns.h"
+
+namespace space::store {
+
+std::vector<std::string> ParseStringList(const std::string& text) {
+  std::vector<std::string> out;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& e : j) {
+    if (e.is_string()) out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+std::string EncodeStringList(const std::vector<std::string>& list) { return nlohmann::json(list).dump(); }
+
+nlohmann::json ParseObject(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+}  // namespace space::store
