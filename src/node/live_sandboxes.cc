@@ -5,19 +5,19 @@
 namespace space::node {
 
 std::shared_ptr<LiveSandbox> LiveSandboxes::Find(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = live_.find(id);
   return it == live_.end() ? nullptr : it->second;
 }
 
 void LiveSandboxes::Insert(std::shared_ptr<LiveSandbox> live) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string id = live->id;
   live_[id] = std::move(live);
 }
 
 std::shared_ptr<LiveSandbox> LiveSandboxes::Remove(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = live_.find(id);
   if (it == live_.end()) return nullptr;
   auto live = std::move(it->second);
@@ -26,7 +26,7 @@ std::shared_ptr<LiveSandbox> LiveSandboxes::Remove(const std::string& id) {
 }
 
 std::vector<std::shared_ptr<LiveSandbox>> LiveSandboxes::All() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<LiveSandbox>> out;
   out.reserve(live_.size());
   for (const auto& [id, l] : live_) out.push_back(l);
@@ -34,7 +34,7 @@ std::vector<std::shared_ptr<LiveSandbox>> LiveSandboxes::All() const {
 }
 
 std::vector<std::string> LiveSandboxes::Ids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   out.reserve(live_.size());
   for (const auto& [id, l] : live_) out.push_back(id);
@@ -42,35 +42,35 @@ std::vector<std::string> LiveSandboxes::Ids() const {
 }
 
 std::map<std::string, std::shared_ptr<LiveSandbox>> LiveSandboxes::TakeAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::map<std::string, std::shared_ptr<LiveSandbox>> out;
   out.swap(live_);
   return out;
 }
 
 size_t LiveSandboxes::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return live_.size();
 }
 
 void LiveSandboxes::MarkEnding(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ending_.insert(id);
 }
 
 void LiveSandboxes::UnmarkEnding(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ending_.erase(id);
 }
 
 bool LiveSandboxes::IsEnding(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return ending_.count(id) != 0;
 }
 
 std::vector<std::shared_ptr<LiveSandbox>> LiveSandboxes::ClaimEndingIf(
     const std::function<bool(const LiveSandbox&)>& pred) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<LiveSandbox>> out;
   for (const auto& [id, l] : live_) {
     if (ending_.count(id) || !pred(*l)) continue;

@@ -9,11 +9,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "node/live.h"
 
 namespace space::node {
@@ -41,9 +42,9 @@ class LiveSandboxes {
   std::vector<std::shared_ptr<LiveSandbox>> ClaimEndingIf(const std::function<bool(const LiveSandbox&)>& pred);
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<LiveSandbox>> live_;  // GUARDED_BY(mu_)
-  std::set<std::string> ending_;                              // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<LiveSandbox>> live_ GUARDED_BY(mu_);
+  std::set<std::string> ending_ GUARDED_BY(mu_);
 };
 
 }  // namespace space::node
