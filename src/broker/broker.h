@@ -21,7 +21,7 @@
 // import's source, which import_open opens inside the admin's --import-root, and whose
 // directory idmap_tree clones read-only for the build jail), and CAP_CHOWN (a vm root's
 // .space-vm, given to the node). The node itself runs as a uid of its own with no capability
-// once it has started (cli/dev.cc); what it did as root is mapped in
+// once it has started (daemon/dev.cc); what it did as root is mapped in
 // docs/privilege-inventory.md.
 //
 // What a request cannot do: name a path, link or table (the broker derives them from its own
@@ -66,7 +66,7 @@ inline constexpr int kBrokerCapabilities[] = {CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_
 // kill_child). CAP_SYS_NICE: lowering a nice value goes through child_nice and node_thread_nice
 // (common/nice.h routes them). CAP_DAC_OVERRIDE: the parent cgroups, whose v1 hierarchy roots are
 // 0555, are made and removed through cgroup_parents. CAP_SYS_ADMIN and CAP_FOWNER go as well
-// once the btrfs pool is mounted (cli/dev.cc).
+// once the btrfs pool is mounted (daemon/dev.cc).
 inline constexpr int kNodeDroppedCapabilities[] = {CAP_NET_ADMIN, CAP_NET_RAW,  CAP_NET_BROADCAST, CAP_SYS_PTRACE,
                                                    CAP_KILL,      CAP_SETUID,   CAP_SETGID,        CAP_SYS_NICE,
                                                    CAP_DAC_OVERRIDE};

@@ -49,10 +49,10 @@ void FleetCommands::Register(CLI::App& app) {
 }
 
 std::optional<int> FleetCommands::RunDaemon() {
-  if (server_cmd_->parsed()) return RunServer(server_);
+  if (server_cmd_->parsed()) return daemon::RunServer(server_);
   if (!node_cmd_->parsed() || node_ls_->parsed() || node_drain_->parsed() || node_ready_->parsed()) return std::nullopt;
   if (node_.node_name.empty()) return Fail("space node: --name is required to run a node agent");
-  return RunDev(node_);
+  return daemon::RunDev(node_);
 }
 
 std::optional<int> FleetCommands::Run(Client& c, bool json) {

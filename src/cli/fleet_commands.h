@@ -1,5 +1,6 @@
-// Fleet commands: `space server` (a control-plane replica), `space node` (a node agent), and
-// the operator's `space node ls|drain|ready` against a server.
+// Fleet commands: `space server` (a control-plane replica) and `space node` (a node agent),
+// whose flags this parses and whose runs are src/daemon's; and the operator's
+// `space node ls|drain|ready` against a server.
 #pragma once
 
 #include <optional>
@@ -8,8 +9,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/client.h"
-#include "cli/dev.h"
-#include "cli/server.h"
+#include "daemon/dev.h"
+#include "daemon/server.h"
 
 namespace space::cli {
 
@@ -22,8 +23,8 @@ class FleetCommands {
   std::optional<int> Run(Client& c, bool json);
 
  private:
-  ServerOptions server_;
-  DevOptions node_;
+  daemon::ServerOptions server_;
+  daemon::DevOptions node_;
   CLI::App* server_cmd_ = nullptr;
   CLI::App* node_cmd_ = nullptr;
   CLI::App* node_ls_ = nullptr;

@@ -36,7 +36,7 @@ TEST(CapabilitiesTest, DropRemovesFromEverySetAndKeepsTheRest) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: drop failed, 2: still bounding, 3: still effective, 4: kept one lost";
 }
 
-// The node's switch to its own uid (cli/dev.cc): ids all changed, no groups, the permitted
+// The node's switch to its own uid (daemon/dev.cc): ids all changed, no groups, the permitted
 // set effective again, and only the named capability inheritable. In a forked child.
 TEST(CapabilitiesTest, BecomeUserKeepsPermittedCapabilitiesEffective) {
   if (::geteuid() != 0 || !HasEffectiveCapability(CAP_SETUID)) GTEST_SKIP() << "needs root";

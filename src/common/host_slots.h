@@ -36,7 +36,7 @@ class HostSlots {
   // Whether this object holds `slot`.
   bool Held(int64_t slot);
   static uint32_t UidBase(int64_t slot) { return static_cast<uint32_t>((kFirstSlot + slot) * 65536); }
-  // The uid (and gid) the node agent runs as once it has started (cli/dev.cc): the base of
+  // The uid (and gid) the node agent runs as once it has started (daemon/dev.cc): the base of
   // the range just past the last slot, so it is never leased to a sandbox or helper, and the
   // same for every node on the host (they share the host's snapshot store and VM cache).
   static uint32_t NodeUid() { return UidBase(kMaxSlots); }

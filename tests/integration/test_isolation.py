@@ -67,7 +67,7 @@ class IsolationTest(unittest.TestCase):
 
     def test_host_only_capabilities_dropped(self):
         # Modules, raw I/O, clock, syslog, BPF, perf and the rest that act only on the host
-        # (src/cli/dev.cc kHostOnlyCapabilities): gone from every thread of the node, bounding
+        # (src/daemon/dev.cc kHostOnlyCapabilities): gone from every thread of the node, bounding
         # set included, so nothing it runs regains them. (A sandbox's bounding set is full
         # again: a new user namespace gets one, and its capabilities act only inside it.)
         host_only = [9, 16, 17, 20, 22, 25, 26, 28, 30, 32, 33, 34, 35, 36, 37, 38, 39]
@@ -108,7 +108,7 @@ class IsolationTest(unittest.TestCase):
         # SYS_ADMIN, on a btrfs pool (this one: loop-backed): idmapped clones, subvolume deletes,
         # qgroup limits and rescans go through the broker; the pool was mounted before the drop.
         gone |= 1 << 21
-        # SYS_CHROOT, AUDIT_WRITE, SETPCAP: unused once it has started (cli/dev.cc kNodeUnusedAfterStart).
+        # SYS_CHROOT, AUDIT_WRITE, SETPCAP: unused once it has started (daemon/dev.cc kNodeUnusedAfterStart).
         gone |= (1 << 18) | (1 << 29) | (1 << 8)
         # SYS_NICE: a warm-pool refill's nice values go back to normal through the broker.
         gone |= 1 << 23

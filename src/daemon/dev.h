@@ -7,7 +7,7 @@
 
 #include "common/result.h"
 
-namespace space::cli {
+namespace space::daemon {
 
 struct DevOptions {
   std::string listen = "127.0.0.1:7722";  // ADDR:PORT; port 0 picks a free port
@@ -39,4 +39,4 @@ bool ParseListen(const std::string& listen, std::string* address, uint16_t* port
 // The fleet token from `path` (trailing whitespace dropped); at least 32 characters.
 Result<std::string> ReadFleetToken(const std::string& path);
 
-}  // namespace space::cli
+}  // namespace space::daemon

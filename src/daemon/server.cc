@@ -1,4 +1,4 @@
-#include "cli/server.h"
+#include "daemon/server.h"
 
 #include <grp.h>
 #include <pwd.h>
@@ -9,14 +9,14 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cli/dev.h"
 #include "common/log.h"
 #include "controlplane/controllers.h"
 #include "controlplane/router.h"
+#include "daemon/dev.h"
 #include "http/http_server.h"
 #include "store/open_store.h"
 
-namespace space::cli {
+namespace space::daemon {
 namespace {
 
 // Becomes `user` (its uid, gid, no supplementary groups) when running as root; a setuid to a
@@ -109,4 +109,4 @@ int RunServer(const ServerOptions& options) {
   ::_exit(0);
 }
 
-}  // namespace space::cli
+}  // namespace space::daemon

@@ -1,4 +1,4 @@
-#include "cli/dev.h"
+#include "daemon/dev.h"
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -43,7 +43,7 @@
 #include "store/open_store.h"
 #include "store/store.h"
 
-namespace space::cli {
+namespace space::daemon {
 namespace {
 
 // The API front's preferred uid slot: below the gateway workers' (the top 100), above where
@@ -430,4 +430,4 @@ int RunDev(const DevOptions& options) {
   ::_exit(broker_died ? 1 : 0);
 }
 
-}  // namespace space::cli
+}  // namespace space::daemon

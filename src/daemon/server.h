@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace space::cli {
+namespace space::daemon {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7720";
@@ -22,4 +22,4 @@ struct ServerOptions {
 
 int RunServer(const ServerOptions& options);
 
-}  // namespace space::cli
+}  // namespace space::daemon
