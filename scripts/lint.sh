@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `make lint`: clang-tidy (.clang-tidy) and `clang-format --dry-run -Werror` (.clang-format) on
-# the C++ files that differ from a base: LINT_BASE when set, else origin/main, else HEAD~1
-# (the working tree's changes included). Files given as arguments are linted instead. Only
-# changed files, so code older than the two configs is held to them once it is touched.
+# `make lint`: clang-tidy (.clang-tidy) and clang-format (.clang-format) on the C++ lines that
+# differ from a base: LINT_BASE when set, else origin/main, else HEAD~1 (the working tree's
+# changes included). A change is held to both on the lines it adds or changes (a new file: all
+# of it), so code older than the two configs meets them as it is touched. Files given as
+# arguments are linted whole instead.
 #
 # clang-tidy uses $BUILD_DIR/compile_commands.json (configured here when absent). A changed
 # header is checked through its own foo.cc, and only its own diagnostics count; a file with
@@ -15,6 +16,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-2}
 CLANG_TIDY=${CLANG_TIDY:-clang-tidy}
 CLANG_FORMAT=${CLANG_FORMAT:-clang-format}
+CLANG_FORMAT_DIFF=${CLANG_FORMAT_DIFF:-clang-format-diff}
 
 if [ $# -gt 0 ]; then
   mapfile -t files < <(printf '%s\n' "$@")
@@ -42,10 +44,22 @@ fi
 echo "lint: ${#files[@]} $what: ${files[*]}"
 failed=0
 
-# clang-format: the whole file, as the pre-commit check of a formatted tree would.
-if ! "$CLANG_FORMAT" --dry-run -Werror "${files[@]}"; then
+# clang-format: the changed lines (clang-format-diff), or whole named files.
+if [ -n "${merge_base:-}" ]; then
+  reformat=$(git diff -U0 --no-color "$merge_base" -- "${files[@]}" | "$CLANG_FORMAT_DIFF" -p1 -style=file || true)
+  if [ -n "$reformat" ]; then
+    printf '%s\n' "$reformat"
+    echo "lint: clang-format would change the lines above" >&2
+    failed=1
+  fi
+elif ! "$CLANG_FORMAT" --dry-run -Werror "${files[@]}"; then
   echo "lint: clang-format would reformat the above (clang-format -i FILE)" >&2
   failed=1
+fi
+# clang-tidy reports only on the changed lines (all of a named file).
+line_filter='[]'
+if [ -n "${merge_base:-}" ]; then
+  line_filter=$(python3 scripts/changed_lines.py "$merge_base" "${files[@]}")
 fi
 
 # clang-tidy: each changed source, and the source of each changed header.
@@ -90,9 +104,11 @@ if [ ${#units[@]} -gt 0 ]; then
   # gcc's warning flags in the compile commands are unknown to clang.
   printf '%s\n' "${units[@]}" | xargs -P "$JOBS" -I{} sh -c '
     log="$1/$(echo "$2" | tr / _).log"
-    if ! "$3" -quiet -p "$4" --header-filter="$5" --extra-arg=-Wno-unknown-warning-option "$2" >"$log" 2>&1; then
+    filter=""
+    [ "$6" != "[]" ] && filter="-line-filter=$6"
+    if ! "$3" -quiet -p "$4" --header-filter="$5" ${filter:+"$filter"} --extra-arg=-Wno-unknown-warning-option "$2" >"$log" 2>&1; then
       echo "$2" >>"$1/failed"
-    fi' _ "$logs" {} "$CLANG_TIDY" "$BUILD_DIR" "$header_filter"
+    fi' _ "$logs" {} "$CLANG_TIDY" "$BUILD_DIR" "$header_filter" "$line_filter"
   for u in "${units[@]}"; do
     log="$logs/$(echo "$u" | tr / _).log"
     # clang-tidy counts the warnings it suppressed on stderr; that count is no finding.
