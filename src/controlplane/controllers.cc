@@ -143,7 +143,8 @@ Status Controllers::Migrate(store::JobRecord* job, bool* taken_over) {
       ASSIGN_OR_RETURN(int64_t now, store_->NowMs());
       ASSIGN_OR_RETURN(store::NodeRecord to, PickNode(nodes, {rec.template_name, from}, now, config_.stale_ms));
       acted = Act(to.name, *job, "resume");
-      if (acted.ok() && store::ParseSandboxState(payload.value("was", "")).ok() && *store::ParseSandboxState(payload.value("was", "")) == store::SandboxState::kPaused) acted = Act(to.name, *job, "pause");
+      const auto was = store::ParseSandboxState(payload.value("was", ""));
+      if (acted.ok() && was.ok() && *was == store::SandboxState::kPaused) acted = Act(to.name, *job, "pause");
       if (acted.ok()) return Status::Ok();
     } else if (rec.state == store::SandboxState::kSuspended) {
       return Status::Ok();  // suspended by its owner or its timeout, not by this job: left so

@@ -84,15 +84,20 @@ Status CredentialService::PutProfile(const std::string& team, const credentials:
   return Status::Ok();
 }
 
+Result<credentials::EgressProfile> CredentialService::StoredProfile(const store::EgressProfileRecord& rec) {
+  auto spec = nlohmann::json::parse(rec.spec_json, nullptr, false);
+  if (!spec.is_object()) return Internal("egress profile " + rec.name + ": stored spec is corrupt");
+  spec.erase("name");  // stored in the API's shape, name included
+  auto profile = credentials::ParseEgressProfile(rec.name, spec);
+  if (!profile.ok()) {
+    return Internal("egress profile " + rec.name + ": stored spec is corrupt: " + profile.status().message());
+  }
+  return profile;
+}
+
 Result<credentials::EgressProfile> CredentialService::GetProfile(const std::string& team, const std::string& name) {
   ASSIGN_OR_RETURN(store::EgressProfileRecord rec, store_->GetEgressProfile(team, name));
-  auto spec = nlohmann::json::parse(rec.spec_json, nullptr, false);
-  if (!spec.is_object()) return Internal("egress profile " + name + ": stored spec is corrupt");
-  spec.erase("name");  // stored in the API's shape, name included
-  auto profile = credentials::ParseEgressProfile(name, spec);
-  if (!profile.ok())
-    return Internal("egress profile " + name + ": stored spec is corrupt: " + profile.status().message());
-  return profile;
+  return StoredProfile(rec);
 }
 
 Result<std::vector<credentials::EgressProfile>> CredentialService::ListProfiles(const std::string& team) {
@@ -100,7 +105,7 @@ Result<std::vector<credentials::EgressProfile>> CredentialService::ListProfiles(
   std::vector<credentials::EgressProfile> out;
   for (const auto& r : recs) {
     // A corrupt row is left out of the list rather than hiding every other profile.
-    if (auto p = GetProfile(team, r.name); p.ok()) out.push_back(std::move(*p));
+    if (auto p = StoredProfile(r); p.ok()) out.push_back(std::move(*p));
   }
   return out;
 }

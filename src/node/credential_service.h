@@ -65,6 +65,7 @@ class CredentialService {
 
  private:
   Result<credentials::CredentialSpec> StoredSpec(const store::CredentialRecord& rec);
+  Result<credentials::EgressProfile> StoredProfile(const store::EgressProfileRecord& rec);
 
   store::Store* const store_;
   const credentials::Kek* const kek_;

@@ -2,10 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "common/clock.h"
 #include "credentials/secret_box.h"
+#include "node/temp_store_test_util.h"
 
 namespace space::node {
 namespace {
@@ -13,19 +12,13 @@ namespace {
 class CredentialServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/cred_service_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    auto store = store::OpenSqliteStore(dir_ + "/s.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+    ASSERT_NE(store(), nullptr);
     std::array<uint8_t, credentials::Kek::kSize> bytes{};
     bytes.fill(7);
     kek_ = std::make_unique<credentials::Kek>(bytes);
-    audit_ = std::make_unique<AuditLog>(store_.get());
-    service_ = std::make_unique<CredentialService>(store_.get(), kek_.get(), audit_.get());
+    audit_ = std::make_unique<AuditLog>(store());
+    service_ = std::make_unique<CredentialService>(store(), kek_.get(), audit_.get());
   }
-  void TearDown() override { ASSERT_EQ(std::system(("rm -rf " + dir_).c_str()), 0); }
 
   credentials::CredentialSpec Spec(const std::string& name, const std::string& scope = "team") {
     credentials::CredentialSpec s;
@@ -36,8 +29,9 @@ class CredentialServiceTest : public ::testing::Test {
     return s;
   }
 
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
+  store::Store* store() const { return temp_.get(); }
+
+  TempStore temp_;
   std::unique_ptr<credentials::Kek> kek_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<CredentialService> service_;
@@ -45,7 +39,7 @@ class CredentialServiceTest : public ::testing::Test {
 
 TEST_F(CredentialServiceTest, TheSecretIsStoredSealedAndNeverShown) {
   ASSERT_TRUE(service_->Put("t1", Spec("gh"), "s3cret-value").ok());
-  auto rec = store_->GetCredential("t1", "gh");
+  auto rec = store()->GetCredential("t1", "gh");
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->sealed_secret.find("s3cret-value"), std::string::npos);
   EXPECT_EQ(rec->spec_json.find("s3cret-value"), std::string::npos);
@@ -87,7 +81,7 @@ TEST_F(CredentialServiceTest, AttachChecksEveryCredentialBeforeAttachingAny) {
     std::map<std::string, std::string> env;
     EXPECT_EQ(service_->Attach("t1", "sbx_1", c.names, {}, &env).code(), c.want);
     EXPECT_TRUE(env.empty());
-    EXPECT_TRUE(store_->ListSandboxCredentials("sbx_1")->empty()) << "a refused attach left a placeholder";
+    EXPECT_TRUE(store()->ListSandboxCredentials("sbx_1")->empty()) << "a refused attach left a placeholder";
   }
   std::map<std::string, std::string> env;
   ASSERT_TRUE(service_->Attach("t1", "sbx_1", {"ok"}, {}, &env).ok());

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include "node/temp_store_test_util.h"
 
 namespace space::node {
 namespace {
@@ -12,27 +12,22 @@ namespace {
 class SandboxIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/sandbox_io_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    auto store = store::OpenSqliteStore(dir_ + "/s.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    audit_ = std::make_unique<AuditLog>(store_.get());
-    io_ = std::make_unique<SandboxIo>(store_.get(), &live_, audit_.get(), [this] { ++activity_; });
+    ASSERT_NE(store(), nullptr);
+    audit_ = std::make_unique<AuditLog>(store());
+    io_ = std::make_unique<SandboxIo>(store(), &live_, audit_.get(), [this] { ++activity_; });
   }
-  void TearDown() override { ASSERT_EQ(std::system(("rm -rf " + dir_).c_str()), 0); }
 
   void Put(const std::string& id, const std::string& team, store::SandboxState state) {
     store::Sandbox s;
     s.id = id;
     s.team = team;
     s.state = state;
-    ASSERT_TRUE(store_->PutSandbox(s).ok());
+    ASSERT_TRUE(store()->PutSandbox(s).ok());
   }
 
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
+  store::Store* store() const { return temp_.get(); }
+
+  TempStore temp_;
   std::unique_ptr<AuditLog> audit_;
   LiveSandboxes live_;
   std::unique_ptr<SandboxIo> io_;

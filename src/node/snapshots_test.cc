@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include "node/temp_store_test_util.h"
 
 namespace space::node {
 namespace {
@@ -12,21 +12,16 @@ namespace {
 class SnapshotsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/snapshots_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    auto store = store::OpenSqliteStore(dir_ + "/s.db");
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-    audit_ = std::make_unique<AuditLog>(store_.get());
-    ops_ = std::make_unique<Operations>(store_.get(), 1);
+    ASSERT_NE(store(), nullptr);
+    audit_ = std::make_unique<AuditLog>(store());
+    ops_ = std::make_unique<Operations>(store(), 1);
     snapshots_ =
-        std::make_unique<Snapshots>(Snapshots::Deps{.store = store_.get(), .ops = ops_.get(), .audit = audit_.get()});
+        std::make_unique<Snapshots>(Snapshots::Deps{.store = store(), .ops = ops_.get(), .audit = audit_.get()});
     store::Sandbox s;
     s.id = "sbx_a";
     s.team = "t1";
     s.state = store::SandboxState::kSuspended;
-    ASSERT_TRUE(store_->PutSandbox(s).ok());
+    ASSERT_TRUE(store()->PutSandbox(s).ok());
     for (auto [id, state] : {std::pair{"snap_1", store::SnapshotState::kRestorable},
                              std::pair{"snap_2", store::SnapshotState::kDeleted}}) {
       store::SnapshotRecord r;
@@ -34,16 +29,14 @@ class SnapshotsTest : public ::testing::Test {
       r.team = "t1";
       r.sandbox = "sbx_a";
       r.state = state;
-      ASSERT_TRUE(store_->PutSnapshot(r).ok());
+      ASSERT_TRUE(store()->PutSnapshot(r).ok());
     }
   }
-  void TearDown() override {
-    ops_->Stop();
-    ASSERT_EQ(std::system(("rm -rf " + dir_).c_str()), 0);
-  }
+  void TearDown() override { ops_->Stop(); }
 
-  std::string dir_;
-  std::unique_ptr<store::Store> store_;
+  store::Store* store() const { return temp_.get(); }
+
+  TempStore temp_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<Operations> ops_;
   std::unique_ptr<Snapshots> snapshots_;

@@ -18,8 +18,6 @@ constexpr int64_t kMaxBackoffMs = 30000;
 
 }  // namespace
 
-int64_t WarmPools::MonoNow() { return MonoNowNs(); }
-
 WarmPools::WarmPools(const std::map<std::string, int>& targets, SandboxFactory factory) : factory_(std::move(factory)) {
   for (const auto& [name, target] : targets) counters_[name].target = target;
 }
@@ -121,7 +119,7 @@ void WarmPools::RefillLoop() {
       int64_t yield_since = -1;
       for (;;) {
         if (stopping_) return;
-        const int64_t now = MonoNow() / 1'000'000;
+        const int64_t now = MonoNowNs() / 1'000'000;
         // The pool furthest below its target (by fraction) whose retry time has come.
         pick.clear();
         double best = 2;
@@ -158,7 +156,7 @@ void WarmPools::RefillLoop() {
       WarmCounters& c = counters_[pick];
       --c.filling;
       if (made.ok()) {
-        (*made)->ready_mono_ns = MonoNow();
+        (*made)->ready_mono_ns = MonoNowNs();
         ready_[pick].push_back(*made);
         ++c.ready;
         ++c.refills;
@@ -168,7 +166,7 @@ void WarmPools::RefillLoop() {
       ++c.refill_failures;
       int64_t& b = backoff_ms[pick];
       b = b == 0 ? kMinBackoffMs : std::min(kMaxBackoffMs, b * 2);
-      retry_at_ms[pick] = MonoNow() / 1'000'000 + b;
+      retry_at_ms[pick] = MonoNowNs() / 1'000'000 + b;
     }
     LogWarn("warm", "refill of " + pick + " failed (retry in " + std::to_string(backoff_ms[pick]) +
                         " ms): " + made.status().ToString());

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "node/live.h"
 #include "node/warm_pool.h"
 
@@ -58,12 +59,11 @@ class WarmPools {
   // Pacing: creates in flight hold refills back; any create, destroy or exec delays them.
   void CreateStarted();
   void CreateFinished();
-  void NoteActivity() { last_activity_mono_ns_ = MonoNow(); }
+  void NoteActivity() { last_activity_mono_ns_ = MonoNowNs(); }
   // Prometheus text; "" when no pool is configured.
   std::string MetricsText();
 
  private:
-  static int64_t MonoNow();
   void RefillLoop();
 
   const SandboxFactory factory_;

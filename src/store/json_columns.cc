@@ -19,4 +19,18 @@ nlohmann::json ParseObject(const std::string& text) {
   return j.is_object() ? j : nlohmann::json::object();
 }
 
+nlohmann::json ParseArray(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_array() ? j : nlohmann::json::array();
+}
+
+std::map<std::string, std::string> ParseStringMap(const std::string& text) {
+  std::map<std::string, std::string> out;
+  const nlohmann::json object = ParseObject(text);  // items() refers to it: not a temporary
+  for (const auto& [k, v] : object.items()) {
+    if (v.is_string()) out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
 }  // namespace space::store

@@ -3,6 +3,7 @@
 // the row's other columns stay usable.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,5 +16,9 @@ std::vector<std::string> ParseStringList(const std::string& text);
 std::string EncodeStringList(const std::vector<std::string>& list);
 // {...}: a JSON object, or {}.
 nlohmann::json ParseObject(const std::string& text);
+// [...]: a JSON array, or [].
+nlohmann::json ParseArray(const std::string& text);
+// {"k": "v", ...}: the string members of a JSON object; other members are left out.
+std::map<std::string, std::string> ParseStringMap(const std::string& text);
 
 }  // namespace space::store

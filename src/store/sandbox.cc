@@ -3,6 +3,7 @@
 #include <array>
 #include <utility>
 
+#include "store/json_columns.h"
 #include "store/store.h"
 
 namespace space::store {
@@ -19,20 +20,6 @@ constexpr std::array<std::pair<SandboxState, std::string_view>, 9> kStateNames =
     {SandboxState::kDestroyed, "destroyed"},
     {SandboxState::kFailed, "failed"},
 }};
-
-nlohmann::json ParseOr(const std::string& text, const nlohmann::json& fallback) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  return j.is_discarded() || j.type() != fallback.type() ? fallback : j;
-}
-
-std::map<std::string, std::string> StringMap(const std::string& text) {
-  std::map<std::string, std::string> out;
-  auto j = ParseOr(text, nlohmann::json::object());
-  for (const auto& [k, v] : j.items()) {
-    if (v.is_string()) out[k] = v.get<std::string>();
-  }
-  return out;
-}
 
 template <typename T>
 T NumberOr(const nlohmann::json& j, const char* key, T fallback) {
@@ -129,15 +116,15 @@ Sandbox Sandbox::FromRecord(const SandboxRecord& rec) {
   s.expires_at_ms = rec.expires_at_ms;
   s.timeout_s = rec.timeout_s;
   if (auto action = ParseOnTimeout(rec.on_timeout); action.ok()) s.on_timeout = *action;
-  s.metadata = StringMap(rec.metadata_json);
-  s.env = StringMap(rec.env_json);
-  s.egress = ParseOr(rec.egress_json, nlohmann::json::array());
-  s.resources = Resources::FromJson(ParseOr(rec.resources_json, nlohmann::json::object()));
-  s.timings = ParseOr(rec.timings_json, nlohmann::json::object());
+  s.metadata = ParseStringMap(rec.metadata_json);
+  s.env = ParseStringMap(rec.env_json);
+  s.egress = ParseArray(rec.egress_json);
+  s.resources = Resources::FromJson(ParseObject(rec.resources_json));
+  s.timings = ParseObject(rec.timings_json);
   s.uid_slot = rec.uid_slot;
   if (s.error.empty()) s.error = rec.error;
   s.head_snapshot = rec.head_snapshot;
-  s.policy = SnapshotPolicy::FromJson(ParseOr(rec.policy_json, nlohmann::json::object()));
+  s.policy = SnapshotPolicy::FromJson(ParseObject(rec.policy_json));
   return s;
 }
 
