@@ -325,6 +325,8 @@ Result<nlohmann::json> Broker::Dispatch(const Request& request, std::vector<Uniq
       return nlohmann::json::object();
     case Op::kNetAttach:
       return NetAttach(request.uid_slot, fds.at(0).get());
+    case Op::kNetTap:
+      return NetTap(request.uid_slot, reply_fds);
     case Op::kNetDetach:
       RETURN_IF_ERROR(NeedSlot());
       RETURN_IF_ERROR(net_->Detach(request.uid_slot));
@@ -689,6 +691,16 @@ Result<nlohmann::json> Broker::NetAttach(int64_t uid_slot, int pidfd) {
   RETURN_IF_ERROR(NeedUidLease(uid_slot, "net_attach"));
   ASSIGN_OR_RETURN(UniqueFd netns, OpenSandboxNetns(pidfd, uid_slot));
   ASSIGN_OR_RETURN(network::SandboxAddress sa, net_->Attach(uid_slot, netns.get()));
+  return nlohmann::json{{"address", network::FormatIpv4(sa.address)}, {"host_link", sa.host_link}};
+}
+
+Result<nlohmann::json> Broker::NetTap(int64_t uid_slot, std::vector<UniqueFd>* reply_fds) {
+  RETURN_IF_ERROR(NeedSlot());
+  // Only for a uid slot the node leases: its link name and address are that slot's.
+  RETURN_IF_ERROR(NeedUidLease(uid_slot, "net_tap"));
+  UniqueFd tap;
+  ASSIGN_OR_RETURN(network::SandboxAddress sa, net_->AttachTap(uid_slot, &tap));
+  reply_fds->push_back(std::move(tap));
   return nlohmann::json{{"address", network::FormatIpv4(sa.address)}, {"host_link", sa.host_link}};
 }
 

@@ -107,6 +107,7 @@ class Broker {
   Status NeedSlot() const;
   Result<nlohmann::json> NetAcquire();
   Result<nlohmann::json> NetAttach(int64_t uid_slot, int pidfd);
+  Result<nlohmann::json> NetTap(int64_t uid_slot, std::vector<UniqueFd>* reply_fds);
   Result<nlohmann::json> NetRelease();
   // The acts on one runtime's sandbox cgroups (the node makes the parents).
   Result<runtime::CgroupActs*> Cgroups(CgroupRuntime runtime);

@@ -148,6 +148,21 @@ Result<in_addr> BrokerClient::NetAttach(int64_t uid_slot, pid_t init_pid) {
   return network::ParseIpv4(reply["address"].get<std::string>());
 }
 
+Result<in_addr> BrokerClient::NetTap(int64_t uid_slot, UniqueFd* tap) {
+  Request r;
+  r.op = Op::kNetTap;
+  r.uid_slot = uid_slot;
+  std::vector<UniqueFd> fds;
+  ASSIGN_OR_RETURN(nlohmann::json reply, Call(r, -1, &fds));
+  if (fds.size() != 1) return Internal("root broker: net_tap reply without its descriptor");
+  if (!reply.contains("address") || !reply["address"].is_string()) {
+    return Internal("root broker: net_tap reply has no address");
+  }
+  ASSIGN_OR_RETURN(in_addr address, network::ParseIpv4(reply["address"].get<std::string>()));
+  *tap = std::move(fds[0]);
+  return address;
+}
+
 Status BrokerClient::NetDetach(int64_t uid_slot) {
   Request r;
   r.op = Op::kNetDetach;

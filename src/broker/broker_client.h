@@ -45,6 +45,9 @@ class BrokerClient final : public PrivilegedActs {
   Status InstallFirewall(const network::GatewayPorts& ports);
   // Joins the sandbox whose init is `init_pid` (of uid slot `uid_slot`) to the gateway.
   Result<in_addr> NetAttach(int64_t uid_slot, pid_t init_pid);
+  // A vm sandbox's host link: a tap whose frames `tap` carries (for the VMM); the link goes
+  // when every copy of `tap` is closed. Returns the sandbox's address.
+  Result<in_addr> NetTap(int64_t uid_slot, UniqueFd* tap);
   Status NetDetach(int64_t uid_slot);
   Status NetReconcile(const std::vector<int64_t>& keep_uid_slots);
   Status NetRelease();

@@ -204,6 +204,23 @@ TEST_F(BrokerRootTest, ServesTheNodeOverItsSocket) {
     EXPECT_TRUE(LinkExists("sp98-4243"));
     EXPECT_TRUE(client.NetDetach(4243).ok());
     EXPECT_FALSE(LinkExists("sp98-4243"));
+
+    // A vm sandbox's tap: only for a leased slot, the same link name and address, and the
+    // link lives exactly as long as its descriptor.
+    UniqueFd tap;
+    EXPECT_EQ(client.NetTap(4244, &tap).status().code(), StatusCode::kPermissionDenied);
+    EXPECT_FALSE(LinkExists("sp98-4244"));
+    auto tap_address = client.NetTap(4243, &tap);
+    ASSERT_TRUE(tap_address.ok()) << tap_address.status().ToString();
+    EXPECT_EQ(tap_address->s_addr, address->s_addr);
+    EXPECT_TRUE(tap.valid());
+    EXPECT_TRUE(LinkExists("sp98-4243"));
+    tap.reset();
+    EXPECT_FALSE(LinkExists("sp98-4243"));
+    ASSERT_TRUE(client.NetTap(4243, &tap).ok());
+    EXPECT_TRUE(client.NetDetach(4243).ok());  // removed while its descriptor is open
+    EXPECT_FALSE(LinkExists("sp98-4243"));
+    tap.reset();
     EXPECT_TRUE(client.UidRelease(4243).ok());
     EXPECT_EQ(client.UidRelease(4243).code(), StatusCode::kNotFound);
 

@@ -29,6 +29,7 @@ const std::vector<OpInfo>& Ops() {
       {Op::kFirewallInstall, "firewall_install", 0, {"ports"}},
       {Op::kNetAttach, "net_attach", 1, {"uid_slot"}},
       {Op::kNetDetach, "net_detach", 0, {"uid_slot"}},
+      {Op::kNetTap, "net_tap", 0, {"uid_slot"}},
       {Op::kNetReconcile, "net_reconcile", 0, {"keep"}},
       {Op::kNetRelease, "net_release", 0, {}},
       {Op::kSeqpacketPair, "seqpacket_pair", 0, {"send_buffer_bytes"}},
@@ -146,6 +147,7 @@ std::string EncodeRequest(const Request& r) {
                     {"proxy", r.ports.proxy}, {"tcp", r.ports.tcp}};
       break;
     case Op::kNetAttach:
+    case Op::kNetTap:
     case Op::kNetDetach:
     case Op::kUidRelease:
     case Op::kIdmapTree:
@@ -240,6 +242,7 @@ Result<Request> DecodeRequest(std::string_view bytes, size_t fd_count) {
       break;
     }
     case Op::kNetAttach:
+    case Op::kNetTap:
     case Op::kNetDetach:
     case Op::kUidRelease:
     case Op::kIdmapTree: {

@@ -15,6 +15,9 @@
 //   net_acquire        -                       0     {net_slot}      (takes a network slot)
 //   firewall_install   {ports}                 0     {}              (needs the slot)
 //   net_attach         {uid_slot}              1     {address}       (the fd: the init's pidfd)
+//   net_tap            {uid_slot}              0     {address} + 1 fd (a vm sandbox's tap: the
+//                                                                      link sp<net>-<uid slot>,
+//                                                                      gone when the fd closes)
 //   net_detach         {uid_slot}              0     {}
 //   net_reconcile      {keep: [uid_slot...]}   0     {}
 //   net_release        -                       0     {}              (links, table, slot)
@@ -81,19 +84,36 @@ inline constexpr int64_t kMaxNetSlots = 100;
 inline constexpr int64_t kMaxSendBufferBytes = 4 << 20;
 
 enum class Op {
-  kHello, kNetAcquire, kFirewallInstall, kNetAttach, kNetDetach, kNetReconcile, kNetRelease, kSeqpacketPair,
-  kCgroupCreate, kCgroupUpdate, kCgroupAttach, kCgroupFreeze, kCgroupKill, kCgroupRemove,
+  kHello,
+  kNetAcquire,
+  kFirewallInstall,
+  kNetAttach,
+  kNetDetach,
+  kNetReconcile,
+  kNetRelease,
+  kSeqpacketPair,
+  kCgroupCreate,
+  kCgroupUpdate,
+  kCgroupAttach,
+  kCgroupFreeze,
+  kCgroupKill,
+  kCgroupRemove,
   kKillChild,  // SIGKILL to the node's child behind the one descriptor (a pidfd)
   kUsernsMap,  // writes uid_map and gid_map of the node's child behind the pidfd (userns.h)
-  kUidAcquire, kUidRelease,  // leases of host uid slots (common/host_slots.h) to the node
-  kIdmapTree,  // a detached idmapped clone of a pool directory for a sandbox-shaped child's namespace
-  kSubvolDelete, kQgroupLimit, kQuotaRescan,  // the pool's btrfs acts that need CAP_SYS_ADMIN
-  kChildNice, kNodeThreadNice,  // nice values 0..19 that only CAP_SYS_NICE may set (common/nice.h)
+  kUidAcquire,
+  kUidRelease,  // leases of host uid slots (common/host_slots.h) to the node
+  kIdmapTree,   // a detached idmapped clone of a pool directory for a sandbox-shaped child's namespace
+  kSubvolDelete,
+  kQgroupLimit,
+  kQuotaRescan,  // the pool's btrfs acts that need CAP_SYS_ADMIN
+  kChildNice,
+  kNodeThreadNice,  // nice values 0..19 that only CAP_SYS_NICE may set (common/nice.h)
   kSubvolSnapshot,  // a snapshot of a pool subvolume whose root the node does not own (CAP_FOWNER)
   kCgroupParents,   // makes or removes a runtime's parent cgroups (CAP_DAC_OVERRIDE: v1 roots are 0555)
   kSubvolCreate,    // an empty subvolume owned by root, for a tree a jail writes as root of its namespace
   kVmStateDir,      // a vm sandbox root's .space-vm, made and given to the node's uid (CAP_CHOWN)
   kImportOpen,      // a template import's source, which the node may not read (CAP_DAC_OVERRIDE)
+  kNetTap,          // a vm sandbox's host link: a tap device whose descriptor the VMM holds (CAP_NET_ADMIN)
 };
 
 // Which runtime's parent cgroup a cgroup_* request acts under: the broker's own cgroup name
@@ -118,7 +138,7 @@ std::string_view OpName(Op op);
 struct Request {
   Op op = Op::kHello;
   network::GatewayPorts ports;      // firewall_install
-  int64_t uid_slot = -1;            // net_attach, net_detach, userns_map, uid_release, idmap_tree
+  int64_t uid_slot = -1;            // net_attach, net_tap, net_detach, userns_map, uid_release, idmap_tree
   int64_t preferred = -1;           // uid_acquire: the slot wanted, if free (-1: the lowest free)
   std::vector<int64_t> keep;        // net_reconcile: uid slots whose links stay
   int64_t send_buffer_bytes = 0;    // seqpacket_pair

@@ -342,6 +342,11 @@ TEST(ProtocolTest, EachOpTakesExactlyItsDescriptors) {
   ExpectRefused(R"({"op": "net_attach", "uid_slot": 3})", 2);
   ExpectRefused(R"({"op": "hello"})", 1);
   EXPECT_TRUE(DecodeRequest(R"({"op": "net_attach", "uid_slot": 3})", 1).ok());
+  // net_tap takes none: the broker makes the descriptor and sends it back.
+  ExpectRefused(R"({"op": "net_tap", "uid_slot": 3})", 1);
+  ExpectRefused(R"({"op": "net_tap", "uid_slot": -1})");
+  ExpectRefused(R"({"op": "net_tap", "uid_slot": 3, "name": "eth0"})");
+  EXPECT_TRUE(DecodeRequest(R"({"op": "net_tap", "uid_slot": 3})", 0).ok());
 }
 
 TEST(ProtocolTest, RepliesCarryTheBrokersErrorCode) {

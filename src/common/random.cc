@@ -45,4 +45,9 @@ std::string RandomHex(size_t n) {
   return out;
 }
 
+std::string RandomGuestMac() {
+  const std::string h = RandomHex(3);
+  return "52:54:00:" + h.substr(0, 2) + ":" + h.substr(2, 2) + ":" + h.substr(4, 2);
+}
+
 }  // namespace space

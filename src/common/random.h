@@ -10,5 +10,8 @@ namespace space {
 std::string NewId(std::string_view prefix);
 // `n` random bytes as lowercase hex.
 std::string RandomHex(size_t n);
+// A MAC for a VM's NIC: QEMU's prefix 52:54:00 (locally administered, unicast), the rest
+// random, lower-case: "52:54:00:xx:xx:xx".
+std::string RandomGuestMac();
 
 }  // namespace space

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/syscall.h"
 #include "guest/vm_init.h"
+#include "guest/vm_net.h"
 #include "protocol/json_util.h"
 
 namespace space::guest {
@@ -230,6 +231,8 @@ void GuestDaemon::HandleFrame(Frame& f) {
       return StartFileOp(f);
     case FrameType::kFileData:
       return ReceiveUploadChunk(f);
+    case FrameType::kNetConfig:
+      return ConfigureNetwork(f);
     default:
       LogWarn(kLog, "ignoring frame of type " + std::to_string(static_cast<int>(f.type)) + " on " +
                         StreamName(f.stream));
@@ -257,6 +260,17 @@ void GuestDaemon::Reseed(const Frame& f) {
     LogError(kLog, "reseed: " + st.ToString());
     SendError(0, st);
   }
+}
+
+void GuestDaemon::ConfigureNetwork(const Frame& f) {
+  if (!CanOpenStream(f.stream, "net config")) return;
+  if (!ctx_.configures_network) {
+    return SendError(f.stream, PermissionDenied("net config: only a vm guest configures its own network"));
+  }
+  Result<NetConfig> config = ParseNetConfig(f.payload);
+  Status st = config.ok() ? ApplyNetConfig(*config) : config.status();
+  if (!st.ok()) return SendError(f.stream, st);
+  Send(FrameType::kNetConfigured, f.stream, "{}");
 }
 
 void GuestDaemon::SendError(uint32_t stream, const Status& status) {

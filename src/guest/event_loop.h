@@ -93,6 +93,8 @@ class GuestDaemon {
   void Reseed(const Frame& f);
   void Send(FrameType type, uint32_t stream, std::string_view payload);
   void SendError(uint32_t stream, const Status& status);
+  // kNetConfig: applied synchronously (a vm guest's NIC; refused elsewhere).
+  void ConfigureNetwork(const Frame& f);
   void FlushOutbox();
   void SetChannelWritable(bool want);
   void UpdateBackpressure();

@@ -30,6 +30,9 @@ struct ExecContext {
   std::string passwd_path = "/etc/passwd";
   std::string group_path = "/etc/group";
   std::vector<std::string> inherited_env;  // "K=V" entries
+  // PID 1 of a microVM: it owns the VM's network and configures its NIC when the node says
+  // (kNetConfig). Elsewhere (an ns sandbox) the node configures the network from outside.
+  bool configures_network = false;
 };
 
 // A started process. The parent ends of its pipes are non-blocking and CLOEXEC; stdin_fd

@@ -38,7 +38,9 @@ void EnsureStdioOpen() {
 int main() {
   using space::guest::kChannelFd;
   EnsureStdioOpen();
-  if (space::guest::StartedInVm()) {
+  // Asked before the boot, which clears SPACE_VM from the environment.
+  const bool in_vm = space::guest::StartedInVm();
+  if (in_vm) {
     // In a microVM spaced starts from the initramfs and makes its own root and channel.
     if (space::Status st = space::guest::BootFromInitramfs(); !st.ok()) {
       space::LogError("spaced", "vm boot: " + st.ToString());
@@ -59,6 +61,7 @@ int main() {
   ::umask(022);
 
   space::guest::ExecContext ctx;
+  ctx.configures_network = in_vm;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) ctx.inherited_env.emplace_back(*e);
 
   auto daemon = space::guest::GuestDaemon::Create(space::UniqueFd(kChannelFd), std::move(ctx));

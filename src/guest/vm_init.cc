@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/syscall.h"
+#include "guest/vm_net.h"
 #include "protocol/protocol.h"
 
 namespace space::guest {
@@ -152,6 +153,8 @@ Status BootFromInitramfs() {
   (void)::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   (void)::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   if (const char* h = std::getenv("SPACE_HOSTNAME")) (void)::sethostname(h, std::string(h).size());
+  // Loopback as in any Linux system; eth0 waits for the node's kNetConfig.
+  RETURN_IF_ERROR(BringUpLoopback());
   ASSIGN_OR_RETURN(std::string port, WaitFor("channel port", FindPort));
   ASSIGN_OR_RETURN(UniqueFd fd, WaitFor("channel port", [&] { return OpenFd(port, O_RDWR | O_CLOEXEC); }));
   // The port reads EOF until the host end is connected (the kernel reports POLLHUP then).

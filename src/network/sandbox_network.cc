@@ -9,6 +9,7 @@
 #include "common/syscall.h"
 #include "network/firewall.h"
 #include "network/netlink.h"
+#include "network/tap.h"
 
 namespace space::network {
 
@@ -35,12 +36,7 @@ Result<SandboxAddress> SandboxNetwork::Attach(int64_t uid_slot, int netns_fd) {
   if (Status st = host.DeleteLink(sa.host_link); !st.ok() && st.code() != StatusCode::kNotFound) return st;
   RETURN_IF_ERROR(host.CreateVeth(sa.host_link, "eth0", netns_fd));
   auto configure = [&]() -> Status {
-    ASSIGN_OR_RETURN(int hidx, host.LinkIndex(sa.host_link));
-    // No IPv6 on the host end at all (no link-local address to talk to); the firewall drops
-    // IPv6 from sandboxes besides.
-    RETURN_IF_ERROR(WriteSmallFile("/proc/sys/net/ipv6/conf/" + sa.host_link + "/disable_ipv6", "1"));
-    RETURN_IF_ERROR(host.AddPeerAddress(hidx, gw, sa.address));
-    RETURN_IF_ERROR(host.SetLinkUp(hidx));
+    RETURN_IF_ERROR(ConfigureHostEnd(host, sa));
     ASSIGN_OR_RETURN(Netlink inside, Netlink::OpenInNetns(netns_fd));
     ASSIGN_OR_RETURN(int sidx, inside.LinkIndex("eth0"));
     RETURN_IF_ERROR(inside.AddPeerAddress(sidx, sa.address, gw));
@@ -51,6 +47,27 @@ Result<SandboxAddress> SandboxNetwork::Attach(int64_t uid_slot, int netns_fd) {
     (void)host.DeleteLink(sa.host_link);
     return st.Annotate("sandbox network " + sa.host_link);
   }
+  return sa;
+}
+
+Status SandboxNetwork::ConfigureHostEnd(Netlink& host, const SandboxAddress& sa) {
+  ASSIGN_OR_RETURN(in_addr gw, ParseIpv4(kGatewayAddress));
+  ASSIGN_OR_RETURN(int hidx, host.LinkIndex(sa.host_link));
+  // No IPv6 on the host end at all (no link-local address to talk to); the firewall drops
+  // IPv6 from sandboxes besides.
+  RETURN_IF_ERROR(WriteSmallFile("/proc/sys/net/ipv6/conf/" + sa.host_link + "/disable_ipv6", "1"));
+  RETURN_IF_ERROR(host.AddPeerAddress(hidx, gw, sa.address));
+  return host.SetLinkUp(hidx);
+}
+
+Result<SandboxAddress> SandboxNetwork::AttachTap(int64_t uid_slot, UniqueFd* tap) {
+  SandboxAddress sa = AddressFor(uid_slot);
+  ASSIGN_OR_RETURN(Netlink host, Netlink::Open());
+  if (Status st = host.DeleteLink(sa.host_link); !st.ok() && st.code() != StatusCode::kNotFound) return st;
+  ASSIGN_OR_RETURN(UniqueFd fd, CreateTap(sa.host_link));
+  // Closing the descriptor on failure removes the link with it.
+  RETURN_IF_ERROR(ConfigureHostEnd(host, sa).Annotate("sandbox network " + sa.host_link));
+  *tap = std::move(fd);
   return sa;
 }
 

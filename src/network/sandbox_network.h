@@ -16,8 +16,11 @@
 #include <string>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace space::network {
+
+class Netlink;
 
 struct SandboxAddress {
   std::string host_link;  // host end of the veth
@@ -38,12 +41,19 @@ class SandboxNetwork {
   // route to the gateway and the default route through it. A link left over under the same
   // name is replaced.
   Result<SandboxAddress> Attach(int64_t uid_slot, int netns_fd);
+  // For a vm sandbox: a tap link under the same host name, configured as a veth's host end
+  // (the gateway's address, the route to the sandbox's), and the descriptor of its frames for
+  // the VMM. The guest configures its side itself. The link lives as long as the descriptor.
+  Result<SandboxAddress> AttachTap(int64_t uid_slot, UniqueFd* tap);
   // Removes the host end (the kernel removes the peer). Succeeds when already gone.
   Status Detach(int64_t uid_slot);
   // Removes every link of this node whose name is not in `keep`.
   Status Reconcile(const std::set<std::string>& keep);
 
  private:
+  // The host end's address, route and state, as for a veth's and a tap's alike.
+  Status ConfigureHostEnd(Netlink& host, const SandboxAddress& sa);
+
   const int net_slot_;
 };
 

@@ -3,10 +3,13 @@
 #include "common/clock.h"
 #include "common/host_slots.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "credentials/egress_profile.h"
 #include "gateway/ipc.h"
 #include "network/firewall.h"
+#include "network/netlink.h"
 #include "node/guest_files.h"
+#include "node/guest_net.h"
 #include "runtime/ns/userns.h"
 
 namespace space::node {
@@ -99,7 +102,7 @@ void Egress::Reconcile() {
   if (Status st = d_.broker->NetReconcile(keep); !st.ok()) LogWarn("egress", st.ToString());
 }
 
-Status Egress::Attach(const store::Sandbox& rec, LiveSandbox* live, pid_t init_pid, nlohmann::json* steps) {
+Result<std::shared_ptr<gateway::SandboxEgress>> Egress::PolicyFor(const store::Sandbox& rec) {
   if (!gateway_) return Unavailable("sandbox " + rec.id + " has egress profiles but egress is disabled on this node");
   auto sandbox = std::make_shared<gateway::SandboxEgress>();
   sandbox->sandbox_id = rec.id;
@@ -114,12 +117,39 @@ Status Egress::Attach(const store::Sandbox& rec, LiveSandbox* live, pid_t init_p
   }
   ASSIGN_OR_RETURN(auto held, d_.credentials->HeldBy(rec.team, rec.id));
   for (auto& h : held) sandbox->credentials.push_back({std::move(h.spec), std::move(h.placeholder)});
+  return sandbox;
+}
+
+Status Egress::Attach(const store::Sandbox& rec, LiveSandbox* live, pid_t init_pid, nlohmann::json* steps) {
+  ASSIGN_OR_RETURN(auto policy, PolicyFor(rec));
   const int64_t attach_start = MonoNowNs();
   ASSIGN_OR_RETURN(in_addr address, d_.broker->NetAttach(live->uid_slot, init_pid));
   if (steps) (*steps)["egress.net_attach"] = static_cast<double>(MonoNowNs() - attach_start) / 1e6;
+  return Join(live, address, std::move(policy));
+}
+
+Result<Egress::VmLink> Egress::PrepareVmLink(int64_t uid_slot) {
+  if (!gateway_) return Unavailable("egress is disabled on this node");
+  VmLink link;
+  ASSIGN_OR_RETURN(link.address, d_.broker->NetTap(uid_slot, &link.tap));
+  link.mac = RandomGuestMac();  // fresh for every boot, fork and restore
+  return link;
+}
+
+Status Egress::AttachVm(const store::Sandbox& rec, LiveSandbox* live, const VmLink& link) {
+  ASSIGN_OR_RETURN(auto policy, PolicyFor(rec));
+  ASSIGN_OR_RETURN(in_addr gateway, network::ParseIpv4(network::kGatewayAddress));
+  // Marked before the guest answers: a failure from here on leaves a link for Detach to remove.
+  live->egress = true;
+  live->egress_address = link.address;
+  RETURN_IF_ERROR(GuestConfigureNetwork(live, link.address, gateway, link.mac));
+  return Join(live, link.address, std::move(policy));
+}
+
+Status Egress::Join(LiveSandbox* live, in_addr address, std::shared_ptr<gateway::SandboxEgress> policy) {
   live->egress = true;
   live->egress_address = address;
-  gateway_->Register(address, sandbox);
+  gateway_->Register(address, std::move(policy));
 
   // Inside: the resolver is the gateway, and the gateway's CA is trusted (certificate only).
   // Written by the sandbox's own guest, so nothing on the host follows a sandbox's symlink.

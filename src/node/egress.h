@@ -50,12 +50,28 @@ class Egress {
   // Joins a booted sandbox to the gateway: veth, registration, resolver and CA trust.
   // `steps`, when given, gets the broker's share (egress.net_attach, ms).
   Status Attach(const store::Sandbox& rec, LiveSandbox* live, pid_t init_pid, nlohmann::json* steps = nullptr);
+
+  // A vm sandbox's link, made before its VMM starts: the host tap (its descriptor goes to the
+  // VMM, and the link goes with the last copy), the sandbox's address, its NIC's MAC.
+  struct VmLink {
+    UniqueFd tap;
+    in_addr address{};
+    std::string mac;
+  };
+  Result<VmLink> PrepareVmLink(int64_t uid_slot);
+  // Joins a booted vm sandbox to the gateway: its guest configures the NIC as `link` says,
+  // then registration, resolver and CA trust as for Attach.
+  Status AttachVm(const store::Sandbox& rec, LiveSandbox* live, const VmLink& link);
   void Detach(LiveSandbox* live);
   // After a restart: veths of this node's prefix that no live sandbox holds go.
   void Reconcile();
 
  private:
   explicit Egress(const Deps& deps) : d_(deps) {}
+  // The sandbox's stored profiles and held credentials, as the gateway enforces them.
+  Result<std::shared_ptr<gateway::SandboxEgress>> PolicyFor(const store::Sandbox& rec);
+  // Registers a sandbox whose link is up at `address`; its resolver and CA trust inside.
+  Status Join(LiveSandbox* live, in_addr address, std::shared_ptr<gateway::SandboxEgress> policy);
 
   const Deps d_;
   int64_t net_slot_ = -1;          // the broker's network slot: firewall table and link prefix

@@ -77,10 +77,6 @@ Result<SandboxAndOp> Lifecycle::Create(const CreateRequest& in) {
   if (req.runtime == store::RuntimeKind::kVm && !d_.runtimes->vm()) {
     return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
   }
-  if (req.runtime == store::RuntimeKind::kVm && !req.egress_profiles.empty()) {
-    // The VMM has no network device yet: nothing would carry the egress the profiles allow.
-    return InvalidArgument("runtime 'vm' has no network yet: egress profiles need runtime 'ns'");
-  }
   // Warm pools hold ns sandboxes of a template, never a restore.
   std::shared_ptr<WarmSandbox> warm = req.runtime == store::RuntimeKind::kNs && req.from_snapshot.empty()
                                           ? warm_.Take(req.template_name, req.resources.memory_mb)
@@ -215,7 +211,27 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
     for (const auto& [k, v] : kEgressTrustEnv) spec.guest_env.push_back(std::string(k) + "=" + v);
   }
   (*steps)["uid_slot"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  // A vm sandbox's link exists before its VMM: the VMM gets the tap's descriptor at start.
+  std::optional<Egress::VmLink> vm_link;
+  if (vm && rec->has_egress() && pooled == nullptr) {
+    if (!d_.egress) {
+      d_.uid_slots->Release(slot);
+      return Unavailable("sandbox " + rec->id + " has egress profiles but egress is disabled on this node");
+    }
+    t = MonoNowNs();
+    auto link = d_.egress->PrepareVmLink(slot);
+    if (!link.ok()) {
+      d_.uid_slots->Release(slot);
+      return link.status();
+    }
+    vm_link = std::move(*link);
+    spec.net_tap_fd = vm_link->tap.get();
+    spec.guest_mac = vm_link->mac;
+    (*steps)["egress.net_tap"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  }
   auto launched = rt->Launch(spec);
+  // The VMM holds its own copy now; ours goes, so the link lives exactly as long as the VMM.
+  if (vm_link) vm_link->tap.reset();
   if (!launched.ok()) {
     d_.uid_slots->Release(slot);
     return launched.status();
@@ -276,7 +292,11 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
     RETURN_IF_ERROR(live->guest->Start(vm ? kVmHelloTimeoutMs : kHelloTimeoutMs));
     (*steps)["guest_hello"] = static_cast<double>(MonoNowNs() - t) / 1e6;
   }
-  if (rec->has_egress() && !vm) {
+  if (vm_link) {
+    t = MonoNowNs();
+    RETURN_IF_ERROR(d_.egress->AttachVm(*rec, live.get(), *vm_link));
+    (*steps)["egress"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  } else if (rec->has_egress() && !vm) {
     t = MonoNowNs();
     if (!d_.egress)
       return Unavailable("sandbox " + rec->id + " has egress profiles but egress is disabled on this node");

@@ -29,6 +29,8 @@
 //   file:  node kFileOp{json}; for "write" the node then sends kFileData(raw)* and an empty
 //          kFileData to end. Guest answers kFileResult{json} | kError{json}; for "read"
 //          kFileResult{"size":n,...} is followed by kFileData(raw)* and an empty kFileData.
+//   net:   node kNetConfig{json} -> guest kNetConfigured{} | kError{json} (vm guests only:
+//          spaced as PID 1 of a microVM configures its NIC; see guest/vm_net.h)
 //   conn:  guest kHello{"version":1} first; node kPing -> guest kPong (same payload).
 //          After a vm restore the node sends kReseed(host randomness) and then kPing: the guest
 //          handles frames in order, so its pong means the kernel RNG was reseeded before any
@@ -63,29 +65,31 @@ inline constexpr size_t kMaxWatchBatch = 128;
 inline constexpr size_t kMaxWatchQueue = 4096;
 
 enum class FrameType : uint8_t {
-  kHello = 1,        // guest -> node, stream 0, {"version":1}
-  kPing = 2,         // node -> guest, any payload <= 64 bytes
-  kPong = 3,         // guest -> node, echoes the ping payload
-  kReseed = 4,       // node -> guest, stream 0, kReseedBytes of host randomness (see ValidateReseed)
-  kExecStart = 10,   // node -> guest, ExecRequest JSON (see below)
-  kExecStarted = 11, // guest -> node, {"pid": host-invisible guest pid}
-  kStdin = 12,       // node -> guest, raw bytes; empty closes stdin
-  kStdout = 13,      // guest -> node, raw bytes
-  kStderr = 14,      // guest -> node, raw bytes
-  kSignal = 15,      // node -> guest, {"signal": n}
-  kExit = 16,        // guest -> node, {"exit_code": n|null, "signal": n|null, "timed_out": bool}
-  kResize = 17,      // node -> guest, {"cols": n, "rows": n}: the tty's new window size
-  kDropOutput = 18,  // node -> guest, empty: the node keeps no more of this process's output;
-                     // the guest reads and counts it but sends no more kStdout/kStderr, and
-                     // kExit carries the counts ("dropped_stdout", "dropped_stderr")
-  kFileOp = 20,      // node -> guest, FileOp JSON (see below)
-  kFileData = 21,    // both ways, raw bytes; empty ends the body
-  kFileResult = 22,  // guest -> node, JSON result of a file op
-  kError = 30,       // guest -> node, {"code": "<api word>", "message": "..."}; ends the stream
-  kWatchStart = 40,  // node -> guest, WatchRequest JSON (see below)
-  kWatchStarted = 41,  // guest -> node, {}: the watch is in place; later changes are seen
-  kWatchEvents = 42,   // guest -> node, WatchEvents JSON (see below)
-  kWatchStop = 43,     // node -> guest, empty: drop the watch; nothing more is sent for it
+  kHello = 1,           // guest -> node, stream 0, {"version":1}
+  kPing = 2,            // node -> guest, any payload <= 64 bytes
+  kPong = 3,            // guest -> node, echoes the ping payload
+  kReseed = 4,          // node -> guest, stream 0, kReseedBytes of host randomness (see ValidateReseed)
+  kExecStart = 10,      // node -> guest, ExecRequest JSON (see below)
+  kExecStarted = 11,    // guest -> node, {"pid": host-invisible guest pid}
+  kStdin = 12,          // node -> guest, raw bytes; empty closes stdin
+  kStdout = 13,         // guest -> node, raw bytes
+  kStderr = 14,         // guest -> node, raw bytes
+  kSignal = 15,         // node -> guest, {"signal": n}
+  kExit = 16,           // guest -> node, {"exit_code": n|null, "signal": n|null, "timed_out": bool}
+  kResize = 17,         // node -> guest, {"cols": n, "rows": n}: the tty's new window size
+  kDropOutput = 18,     // node -> guest, empty: the node keeps no more of this process's output;
+                        // the guest reads and counts it but sends no more kStdout/kStderr, and
+                        // kExit carries the counts ("dropped_stdout", "dropped_stderr")
+  kFileOp = 20,         // node -> guest, FileOp JSON (see below)
+  kFileData = 21,       // both ways, raw bytes; empty ends the body
+  kFileResult = 22,     // guest -> node, JSON result of a file op
+  kError = 30,          // guest -> node, {"code": "<api word>", "message": "..."}; ends the stream
+  kWatchStart = 40,     // node -> guest, WatchRequest JSON (see below)
+  kWatchStarted = 41,   // guest -> node, {}: the watch is in place; later changes are seen
+  kWatchEvents = 42,    // guest -> node, WatchEvents JSON (see below)
+  kWatchStop = 43,      // node -> guest, empty: drop the watch; nothing more is sent for it
+  kNetConfig = 50,      // node -> guest, {"address", "gateway", "mac"}: the NIC's identity
+  kNetConfigured = 51,  // guest -> node, {}: applied
 };
 
 // kExecStart JSON:

@@ -71,6 +71,11 @@ struct SandboxSpec {
   // full checkpoint instead of booting, the host path of its memory and device state.
   std::string template_digest;
   std::string restore_state;
+  // vm only: the host tap the guest's NIC is joined to (borrowed; the VMM gets its own copy),
+  // -1 for a NIC whose frames go nowhere; and the NIC's MAC ("52:54:00:xx:xx:xx"; empty: a
+  // random one).
+  int net_tap_fd = -1;
+  std::string guest_mac;
 };
 
 struct LaunchedSandbox {

@@ -79,7 +79,10 @@ Status Run(std::vector<std::string> argv) {
 Result<GuestKernel> EnsureGuestKernel(const std::string& cache_dir) {
   RETURN_IF_ERROR(MakeDirs(cache_dir, 0755));
   GuestKernel k;
-  k.dir = cache_dir + "/kernel";
+  // The directory names the module set: a runtime that loads another set fetches afresh.
+  std::string modules;
+  for (const char* m : kGuestModules) modules += std::string(m) + ",";
+  k.dir = cache_dir + "/kernel-" + Hex8(Fnv1a(modules));
   if (!Exists(k.dir + "/version")) {
     std::vector<std::string> argv = {"/bin/sh", "-c", kFetchKernelScript, "fetch-kernel", k.dir};
     for (const char* m : kGuestModules) argv.emplace_back(m);
@@ -121,7 +124,7 @@ std::string CpioArchive(const std::vector<CpioEntry>& entries) {
 Result<std::string> EnsureInitramfs(const std::string& cache_dir, const GuestKernel& kernel,
                                     const std::string& spaced) {
   ASSIGN_OR_RETURN(std::string init, ReadFileToString(spaced, 256u << 20));
-  const std::string path = cache_dir + "/initrd-" + Hex8(Fnv1a(init, Fnv1a(kernel.version))) +
+  const std::string path = cache_dir + "/initrd-" + Hex8(Fnv1a(init, Fnv1a(kernel.dir + kernel.version))) +
                            Hex8(Fnv1a(init) >> 32) + ".cpio";
   if (Exists(path)) return path;
   std::vector<CpioEntry> e;

@@ -1,6 +1,6 @@
 // What a microVM boots from, prepared once per host and cached under RuntimeConfig's
 // vm_cache_dir (world-readable: the VMM runs unprivileged):
-//   kernel-<arch>/  vmlinuz, modules/N-<name>.ko, version — from Debian's
+//   kernel-<hash of the module set>/  vmlinuz, modules/N-<name>.ko, version — from Debian's
 //                   linux-image-cloud-amd64, fetched with apt-get download (never installed
 //                   into the host's /boot), unpacked with dpkg-deb
 //   initrd-<key>.cpio  spaced as /init plus those modules; key = spaced's and the kernel's hash
@@ -19,12 +19,12 @@
 
 namespace space::runtime::vm {
 
-// The five modules the cloud kernel needs for our devices, in load order.
-inline constexpr const char* kGuestModules[] = {"virtio_ring", "virtio", "virtio_mmio", "virtio_console",
-                                                "virtio_blk"};
+// The modules the cloud kernel needs for our devices (disk, channel, NIC), in load order.
+inline constexpr const char* kGuestModules[] = {"virtio_ring", "virtio",   "virtio_mmio",  "virtio_console",
+                                                "virtio_blk",  "failover", "net_failover", "virtio_net"};
 
 struct GuestKernel {
-  std::string dir;      // <cache>/kernel
+  std::string dir;      // <cache>/kernel-<hash>
   std::string vmlinuz;  // <dir>/vmlinuz
   std::string version;  // "6.1.0-57-cloud-amd64"
   std::vector<std::string> modules;  // <dir>/modules/N-<name>.ko, in load order

@@ -16,8 +16,8 @@ std::vector<std::string> QemuArgs(const QemuPlan& p) {
     add({"-accel", "tcg,tb-size=64", "-cpu", "max"});
   }
   add({"-m", std::to_string(p.memory_mb) + "M", "-smp", std::to_string(p.cpus)});
-  // Nothing QEMU would add by itself: no default devices, no config files, no display,
-  // no network device (a vm sandbox has no network yet).
+  // Nothing QEMU would add by itself: no default devices, no config files, no display, no
+  // default network device.
   add({"-nodefaults", "-no-user-config", "-display", "none", "-nic", "none", "-no-reboot"});
   // QEMU's own seccomp filter: no obsolete syscalls, no setuid/setgid, no fork/exec, no
   // scheduler or resource-limit changes.
@@ -42,6 +42,12 @@ std::vector<std::string> QemuArgs(const QemuPlan& p) {
   add({"-chardev", "socket,id=channel,fd=" + std::to_string(kChannelFd)});
   add({"-device", "virtio-serial-device,max_ports=2"});
   add({"-device", std::string("virtserialport,chardev=channel,name=") + kPortName});
+  // The NIC: a tap that the root broker made on the host, configured there as the host end of
+  // the sandbox's link (the firewall and the gateway see it exactly as an ns sandbox's veth).
+  // No vhost: the VMM opens nothing of the host's.
+  add({"-netdev",
+       p.tap ? "tap,id=net0,vhost=off,fd=" + std::to_string(kTapFd) : std::string("hubport,id=net0,hubid=0")});
+  add({"-device", "virtio-net-device,netdev=net0,mac=" + p.mac});
   add({"-chardev", "socket,id=qmp,fd=" + std::to_string(kQmpFd), "-mon", "chardev=qmp,mode=control"});
   if (p.restore) add({"-incoming", "fd:" + std::to_string(kIncomingFd)});
   return a;

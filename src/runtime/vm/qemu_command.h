@@ -14,7 +14,8 @@ inline constexpr int kDiskFd = 5;      // the sandbox's disk image, read-write
 inline constexpr int kConsoleFd = 6;   // serial console log, write-only
 inline constexpr int kIncomingFd = 7;  // memory and device state to restore (optional)
 inline constexpr int kDiskReadOnlyFd = 8;  // the same disk image, read-only: QEMU probes it so
-inline constexpr int kInheritedFds = 6;    // kChannelFd .. kDiskReadOnlyFd
+inline constexpr int kTapFd = 9;           // the host tap of the guest's NIC (optional)
+inline constexpr int kInheritedFds = 7;    // kChannelFd .. kTapFd
 // The virtserialport's name; spaced looks it up in /sys/class/virtio-ports.
 inline constexpr char kPortName[] = "space.0";
 
@@ -27,6 +28,11 @@ struct QemuPlan {
   int memory_mb = 512;
   int cpus = 1;
   bool restore = false;      // -incoming from kIncomingFd
+  // The guest's one NIC (virtio-net): its frames go to the host tap at kTapFd, or, without
+  // one, to a hub port with nothing else on it (the device set, and so a checkpoint's, is the
+  // same either way). `mac`: "52:54:00:xx:xx:xx".
+  bool tap = false;
+  std::string mac = "52:54:00:00:00:01";
   // The host's TSC rate. Under TCG the guest's TSC is the host's, but this kernel has no
   // reference clock to measure it against on microvm (no PIT/HPET with ACPI on) and hangs
   // calibrating its timers; told the rate (tsc_early_khz), it boots. 0: not passed.

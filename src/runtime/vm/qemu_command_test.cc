@@ -29,9 +29,13 @@ TEST(QemuArgs, MinimalDeviceSetAndContainment) {
   EXPECT_TRUE(Has(a, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
   EXPECT_TRUE(Has(a, "-nic", "none"));
   EXPECT_EQ(Count(a, "-nodefaults"), 1);
-  // Exactly three devices: the disk, the serial bus and its one port.
-  EXPECT_EQ(Count(a, "-device"), 3);
+  // Exactly four devices: the disk, the serial bus and its one port, the NIC.
+  EXPECT_EQ(Count(a, "-device"), 4);
   EXPECT_TRUE(Has(a, "-device", "virtio-blk-device,drive=root"));
+  EXPECT_TRUE(Has(a, "-device", "virtio-net-device,netdev=net0,mac=52:54:00:00:00:01"));
+  // Without a tap the NIC's frames go nowhere: a hub with no other port.
+  EXPECT_EQ(Count(a, "-netdev"), 1);
+  EXPECT_TRUE(Has(a, "-netdev", "hubport,id=net0,hubid=0"));
   EXPECT_TRUE(Has(a, "-device", "virtserialport,chardev=channel,name=space.0"));
   EXPECT_TRUE(Has(a, "-accel", "tcg,tb-size=64"));
   EXPECT_EQ(Count(a, "-incoming"), 0);
@@ -58,6 +62,16 @@ TEST(QemuArgs, RestoreAndKvm) {
   EXPECT_TRUE(Has(a, "-accel", "kvm"));
   EXPECT_TRUE(Has(a, "-m", "256M"));
   EXPECT_TRUE(Has(a, "-smp", "2"));
+}
+
+TEST(QemuArgs, TapIsAnInheritedFdWithoutVhost) {
+  QemuPlan p;
+  p.tap = true;
+  p.mac = "52:54:00:ab:cd:ef";
+  auto a = QemuArgs(p);
+  EXPECT_EQ(Count(a, "-netdev"), 1);
+  EXPECT_TRUE(Has(a, "-netdev", "tap,id=net0,vhost=off,fd=9"));
+  EXPECT_TRUE(Has(a, "-device", "virtio-net-device,netdev=net0,mac=52:54:00:ab:cd:ef"));
 }
 
 }  // namespace

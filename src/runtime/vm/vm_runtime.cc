@@ -25,6 +25,7 @@
 #include "common/ids.h"
 #include "common/kill_child.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "common/syscall.h"
 #include "protocol/protocol.h"
 #include "runtime/ns/cgroup.h"
@@ -124,6 +125,16 @@ Result<UniqueFd> ParkHigh(UniqueFd fd) {
   return moved;
 }
 
+// What RandomGuestMac makes.
+bool IsGuestMac(const std::string& mac) {
+  if (mac.size() != 17 || mac.compare(0, 9, "52:54:00:") != 0) return false;
+  for (size_t i = 9; i < mac.size(); ++i) {
+    const char c = mac[i];
+    if ((i - 9) % 3 == 2 ? c != ':' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 Status ValidateSpec(const SandboxSpec& spec) {
   RETURN_IF_ERROR(ValidateSandboxId(spec.id));
   if (spec.rootfs.empty() || spec.rootfs[0] != '/') return InvalidArgument("rootfs must be an absolute path");
@@ -140,6 +151,9 @@ Status ValidateSpec(const SandboxSpec& spec) {
   }
   if (spec.limits.memory_bytes < (64u << 20) || spec.limits.memory_bytes > (64ull << 30)) {
     return InvalidArgument("a vm sandbox needs 64 MiB .. 64 GiB of memory");
+  }
+  if (!spec.guest_mac.empty() && !IsGuestMac(spec.guest_mac)) {
+    return InvalidArgument("guest_mac must be 52:54:00:xx:xx:xx (lower-case hex)");
   }
   return Status::Ok();
 }
@@ -193,7 +207,7 @@ struct ChildPlan {
   // namespace: other sandboxes' and users' scratch files and sockets.
   std::vector<const char*> masked_dirs;
   int report_fd = -1;  // write end: errno of a failed step, then _exit
-  int fds[vm::kInheritedFds] = {-1, -1, -1, -1, -1, -1};  // parked; dup2'ed onto kChannelFd + i
+  int fds[vm::kInheritedFds];  // parked; dup2'ed onto kChannelFd + i (-1: none)
   int exe_fd = -1;     // this program (O_PATH): pid 1 becomes `space vmm-reaper`
   int alive_fd = -1;   // read end of the node's alive pipe (vmm_reaper.h)
 };
@@ -258,7 +272,7 @@ struct ChildPlan {
   }
   // QEMU's own messages (bad arguments, failed restores) go to the console log.
   if (::dup2(p.null_fd, 0) < 0 || ::dup2(vm::kConsoleFd, 1) < 0 || ::dup2(vm::kConsoleFd, 2) < 0) ChildFail(p, 8);
-  // Nothing but 0..kDiskReadOnlyFd survives exec, whatever another node thread opened
+  // Nothing but 0..kTapFd survives exec, whatever another node thread opened
   // without O_CLOEXEC. Marked rather than closed: the report pipe must live until execve.
   if (::close_range(vm::kChannelFd + vm::kInheritedFds, ~0U, CLOSE_RANGE_CLOEXEC) != 0) ChildFail(p, 12);
   ::execve(p.argv[0], p.argv.data(), p.envp.data());
@@ -441,6 +455,8 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
   plan.restore = !spec.restore_state.empty();
   plan.tsc_khz = host_tsc_khz_;
   plan.console_log = console_log_;
+  plan.tap = spec.net_tap_fd >= 0;
+  plan.mac = spec.guest_mac.empty() ? RandomGuestMac() : spec.guest_mac;
   const std::string state_dir = spec.rootfs + "/" + kVmStateDir;
   // The only state a vm sandbox restores is the one its root carries: StartVmm opens it
   // beneath the root, never by a path from elsewhere.
@@ -612,11 +628,17 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   }
   // Parked above every fixed number, so the child's dup2s never clobber one another.
   UniqueFd parked[vm::kInheritedFds];
-  const int sources[vm::kInheritedFds] = {channel_vmm.get(), qmp_vmm.get(), disk_fd.get(), console_fd.get(),
-                                          incoming_fd.valid() ? incoming_fd.get() : -1, disk_ro_fd.get()};
-  static_assert(vm::kDiskReadOnlyFd == vm::kChannelFd + vm::kInheritedFds - 1);
+  const int sources[vm::kInheritedFds] = {channel_vmm.get(),
+                                          qmp_vmm.get(),
+                                          disk_fd.get(),
+                                          console_fd.get(),
+                                          incoming_fd.valid() ? incoming_fd.get() : -1,
+                                          disk_ro_fd.get(),
+                                          plan.tap ? spec.net_tap_fd : -1};
+  static_assert(vm::kTapFd == vm::kChannelFd + vm::kInheritedFds - 1);
   ChildPlan p;
   for (int i = 0; i < vm::kInheritedFds; ++i) {
+    p.fds[i] = -1;
     if (sources[i] < 0) continue;
     parked[i].reset(::fcntl(sources[i], F_DUPFD_CLOEXEC, kParkedFdBase));
     if (!parked[i]) return ErrnoStatus("fcntl", "F_DUPFD_CLOEXEC", errno);
@@ -728,8 +750,9 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   std::string key;
   for (char c : spec.template_digest) key += IsSandboxIdChar(c) ? c : '-';
   const std::string initrd_name = plan.initrd.substr(plan.initrd.rfind('/') + 1);
+  // "-n1": the device set with the NIC (a checkpoint restores only into the same devices).
   key += "-" + std::to_string(plan.memory_mb) + "m-" + std::to_string(plan.cpus) + "c-" +
-         initrd_name.substr(0, initrd_name.find('.'));
+         initrd_name.substr(0, initrd_name.find('.')) + "-n1";
   // A QEMU upgrade can change the migration stream: a checkpoint belongs to one binary.
   struct stat qemu;
   if (::stat(plan.qemu_binary.c_str(), &qemu) != 0) return ErrnoStatus("stat", plan.qemu_binary, errno);
@@ -755,6 +778,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
     RETURN_IF_ERROR(vm::CloneFile(image, tmp + "/" + kVmDiskName));
     vm::QemuPlan boot = plan;
     boot.restore = false;
+    boot.tap = false;            // the template VM has no network; the NIC device is the same
     boot.hostname = "space-vm";  // every sandbox restored from it starts with this name
     SandboxSpec boot_spec = spec;
     boot_spec.restore_state.clear();
