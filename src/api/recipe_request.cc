@@ -30,7 +30,7 @@ Result<node::RecipeStep> ParseStep(const nlohmann::json& j, const std::string& w
   }
   node::RecipeStep s;
   auto first = j.begin();
-  const std::string key = first.key();
+  const std::string& key = first.key();
   const nlohmann::json& v = first.value();
   if (key == "run") {
     s.kind = node::StepKind::kRun;

@@ -191,10 +191,18 @@ bool IsTemplateRef(const std::string& ref) {
 
 }  // namespace
 
-Result<DockerfileRecipe> DockerfileToRecipe(const std::string& text,
-                                            const std::map<std::string, std::string>& build_args) {
+bool RecipeNeedsContext(const nlohmann::json& recipe) {
+  if (!recipe.is_object() || !recipe.contains("steps") || !recipe["steps"].is_array()) return false;
+  for (const auto& step : recipe["steps"]) {
+    if (step.is_object() && step.contains("copy")) return true;
+  }
+  return false;
+}
+
+Result<nlohmann::json> DockerfileToRecipe(const std::string& text,
+                                          const std::map<std::string, std::string>& build_args) {
   if (text.size() > (1u << 20)) return InvalidArgument("the Dockerfile is larger than 1 MiB");
-  DockerfileRecipe out;
+  nlohmann::json out = nlohmann::json::object();
   nlohmann::json steps = nlohmann::json::array();
   std::map<std::string, std::string> args;  // declared ARGs and their values
   std::string workdir;
@@ -214,7 +222,7 @@ Result<DockerfileRecipe> DockerfileToRecipe(const std::string& text,
       if (!IsTemplateRef(w[0])) {
         return LineError(in.line, "FROM '" + w[0] + "' is not a template name (a SPACE template or name@sha256:...)");
       }
-      out.recipe["from"] = w[0];
+      out["from"] = w[0];
       have_from = true;
     } else if (in.keyword == "ARG") {
       ASSIGN_OR_RETURN(std::vector<std::string> w, Words(in));
@@ -234,7 +242,7 @@ Result<DockerfileRecipe> DockerfileToRecipe(const std::string& text,
       steps.push_back({{"run", cmd}});
     } else if (in.keyword == "CMD") {
       ASSIGN_OR_RETURN(std::string cmd, CommandLine(in));
-      out.recipe["start"] = cmd;
+      out["start"] = cmd;
     } else if (in.keyword == "ENV") {
       ASSIGN_OR_RETURN(std::vector<std::string> w, Words(in));
       if (w.empty()) return LineError(in.line, "ENV needs KEY=value");
@@ -286,13 +294,12 @@ Result<DockerfileRecipe> DockerfileToRecipe(const std::string& text,
         if (src.empty()) src = ".";
         steps.push_back({{"copy", {{"src", src}, {"dest", dest}}}});
       }
-      out.needs_context = true;
     } else {
       return LineError(in.line, in.keyword + " is not supported (FROM, RUN, COPY, ADD, ENV, WORKDIR, USER, ARG, CMD)");
     }
   }
   if (!have_from) return InvalidArgument("the Dockerfile has no FROM");
-  out.recipe["steps"] = steps;
+  out["steps"] = steps;
   return out;
 }
 

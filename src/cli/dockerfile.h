@@ -13,15 +13,13 @@
 
 namespace space::cli {
 
-struct DockerfileRecipe {
-  nlohmann::json recipe;       // {"from", "steps", "start"?} (the caller adds "name")
-  bool needs_context = false;  // a COPY or ADD reads the context
-};
-
 // `build_args`: ARG values given on the command line (--build-arg K=V); they win over an
 // ARG's default. $NAME and ${NAME} of a declared ARG are substituted in the instructions
 // after it.
-Result<DockerfileRecipe> DockerfileToRecipe(const std::string& text,
-                                            const std::map<std::string, std::string>& build_args);
+// Returns the recipe {"from", "steps", "start"?} (the caller adds "name").
+Result<nlohmann::json> DockerfileToRecipe(const std::string& text,
+                                          const std::map<std::string, std::string>& build_args);
+// Does a recipe read the context (a copy step)?
+bool RecipeNeedsContext(const nlohmann::json& recipe);
 
 }  // namespace space::cli

@@ -23,7 +23,7 @@ CMD ["sleep", "infinity"]
 )",
                               {});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  const auto& j = r->recipe;
+  const auto& j = *r;
   EXPECT_EQ(j["from"], "busybox");
   const auto& s = j["steps"];
   ASSERT_EQ(s.size(), 9u) << j.dump();
@@ -38,14 +38,14 @@ CMD ["sleep", "infinity"]
   EXPECT_EQ(s[7]["copy"]["dest"], "/data/");
   EXPECT_EQ(s[8]["user"], "user");
   EXPECT_EQ(j["start"], "sleep infinity");
-  EXPECT_TRUE(r->needs_context);
+  EXPECT_TRUE(RecipeNeedsContext(j));
 }
 
 TEST(DockerfileTest, BuildArgsWin) {
   auto r = DockerfileToRecipe("FROM base\nARG V=1\nRUN echo ${V} $V $OTHER\n", {{"V", "2"}});
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->recipe["steps"][0]["run"], "echo 2 2 $OTHER");
-  EXPECT_FALSE(r->needs_context);
+  EXPECT_EQ((*r)["steps"][0]["run"], "echo 2 2 $OTHER");
+  EXPECT_FALSE(RecipeNeedsContext(*r));
 }
 
 TEST(DockerfileTest, RefusesWhatItCannotDoWithTheLine) {

@@ -69,8 +69,8 @@ int RunRecipeBuild(Client& c, const RecipeBuildOptions& o) {
     }
     auto r = DockerfileToRecipe(*text, args);
     if (!r.ok()) return Fail(r.status());
-    recipe = r->recipe;
-    needs_context = r->needs_context;
+    recipe = std::move(*r);
+    needs_context = RecipeNeedsContext(recipe);
     default_context = std::filesystem::path(o.dockerfile).parent_path().string();
     if (default_context.empty()) default_context = ".";
   } else {
