@@ -80,7 +80,22 @@ Result<std::string> Normalize(const std::string& raw) {
 }
 
 // Applies the records of a pax extended header ("<len> <key>=<value>\n") we act on.
-Status ParsePax(std::string_view data, std::string* path, std::string* link, std::optional<uint64_t>* size) {
+struct PaxValues {
+  std::string path, link;
+  std::optional<uint64_t> size, uid, gid;
+};
+
+Result<uint64_t> PaxNumber(const std::string& value, const char* what) {
+  uint64_t v = 0;
+  if (value.empty() || value.size() > 18) return InvalidArgument(std::string("tar: bad pax ") + what);
+  for (char c : value) {
+    if (c < '0' || c > '9') return InvalidArgument(std::string("tar: bad pax ") + what);
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+Status ParsePax(std::string_view data, PaxValues* pax) {
   while (!data.empty()) {
     size_t space = data.find(' ');
     if (space == std::string_view::npos || space == 0 || space > 20) return InvalidArgument("tar: bad pax record");
@@ -95,16 +110,16 @@ Status ParsePax(std::string_view data, std::string* path, std::string* link, std
     if (eq == std::string_view::npos) return InvalidArgument("tar: bad pax record");
     std::string_view key = rec.substr(0, eq);
     std::string value(rec.substr(eq + 1));
-    if (key == "path") *path = value;
-    if (key == "linkpath") *link = value;
+    if (key == "path") pax->path = value;
+    if (key == "linkpath") pax->link = value;
     if (key == "size") {
-      uint64_t v = 0;
-      if (value.empty() || value.size() > 18) return InvalidArgument("tar: bad pax size");
-      for (char c : value) {
-        if (c < '0' || c > '9') return InvalidArgument("tar: bad pax size");
-        v = v * 10 + static_cast<uint64_t>(c - '0');
-      }
-      *size = v;
+      ASSIGN_OR_RETURN(pax->size, PaxNumber(value, "size"));
+    }
+    if (key == "uid") {
+      ASSIGN_OR_RETURN(pax->uid, PaxNumber(value, "uid"));
+    }
+    if (key == "gid") {
+      ASSIGN_OR_RETURN(pax->gid, PaxNumber(value, "gid"));
     }
     data.remove_prefix(len);
   }
@@ -115,8 +130,7 @@ Status ParsePax(std::string_view data, std::string* path, std::string* link, std
 
 Result<std::vector<TarMember>> ListTar(std::string_view tar) {
   std::vector<TarMember> out;
-  std::string next_path, next_link;  // from a pax 'x' or GNU 'L'/'K' header
-  std::optional<uint64_t> next_size;
+  PaxValues next;  // from a pax 'x' or GNU 'L'/'K' header
   size_t off = 0;
   for (;;) {
     if (off + kBlock > tar.size()) {
@@ -128,7 +142,7 @@ Result<std::vector<TarMember>> ListTar(std::string_view tar) {
     RETURN_IF_ERROR(CheckSum(block));
     ASSIGN_OR_RETURN(uint64_t size, Number(block, 124, 12, "size"));
     const char type = block[156];
-    if (next_size && type != 'x' && type != 'g' && type != 'L' && type != 'K') size = *next_size;
+    if (next.size && type != 'x' && type != 'g' && type != 'L' && type != 'K') size = *next.size;
     off += kBlock;
     if (size > tar.size() - off) return InvalidArgument("tar: a member runs past the end of the archive");
     std::string_view data = tar.substr(off, size);
@@ -136,13 +150,13 @@ Result<std::vector<TarMember>> ListTar(std::string_view tar) {
     if (off > tar.size()) off = tar.size();
     if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
       if (size > kMaxExtHeader) return InvalidArgument("tar: an extended header is larger than 1 MiB");
-      if (type == 'x') RETURN_IF_ERROR(ParsePax(data, &next_path, &next_link, &next_size));
+      if (type == 'x') RETURN_IF_ERROR(ParsePax(data, &next));
       std::string text(data.substr(0, data.find('\0')));
-      if (type == 'L') next_path = text;
-      if (type == 'K') next_link = text;
+      if (type == 'L') next.path = text;
+      if (type == 'K') next.link = text;
       continue;
     }
-    std::string raw = next_path;
+    std::string raw = next.path;
     if (raw.empty()) {
       raw = Field(block, 0, 100);
       const bool ustar = block.substr(257, 6) == std::string_view("ustar\0", 6);
@@ -151,10 +165,18 @@ Result<std::vector<TarMember>> ListTar(std::string_view tar) {
     }
     TarMember m;
     ASSIGN_OR_RETURN(m.path, Normalize(raw));
-    m.link = next_link.empty() ? Field(block, 157, 100) : next_link;
-    next_path.clear();
-    next_link.clear();
-    next_size.reset();
+    m.link = next.link.empty() ? Field(block, 157, 100) : next.link;
+    if (next.uid) {
+      m.uid = *next.uid;
+    } else {
+      ASSIGN_OR_RETURN(m.uid, Number(block, 108, 8, "uid"));
+    }
+    if (next.gid) {
+      m.gid = *next.gid;
+    } else {
+      ASSIGN_OR_RETURN(m.gid, Number(block, 116, 8, "gid"));
+    }
+    next = PaxValues{};
     ASSIGN_OR_RETURN(uint64_t mode, Number(block, 100, 8, "mode"));
     m.mode = static_cast<uint32_t>(mode & 07777);
     switch (type) {
