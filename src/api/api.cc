@@ -133,6 +133,7 @@ void Api::Route(Request& req, Responder& res) {
     return TemplateBuildLogs(req, res, p[2], p[4]);
   }
   if (n == 3 && p[1] == "templates" && m == "DELETE") return DeleteTemplate(req, res, p[2]);
+  if (n == 3 && p[1] == "templates" && p[2] == "import" && m == "POST") return ImportTemplateImage(req, res);
   if (p.size() >= 2 && p[1] == "templates" && n <= 3) return Templates(req, res, n == 3 ? p[2] : "");
   return not_found();
 }

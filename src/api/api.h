@@ -50,6 +50,7 @@ class Api {
   void BuildTemplateFromRecipe(Request& req, Responder& res);
   void TemplateBuildLogs(Request& req, Responder& res, const std::string& name, const std::string& op_id);
   void DeleteTemplate(Request& req, Responder& res, const std::string& name);
+  void ImportTemplateImage(Request& req, Responder& res);
   void Metrics(Request& req, Responder& res);
   // Lifecycle (api_lifecycle.cc)
   void Lifecycle(Request& req, Responder& res, const std::string& id, const std::string& action);

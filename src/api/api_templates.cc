@@ -5,6 +5,7 @@
 #include "api/recipe_request.h"
 #include "common/clock.h"
 #include "common/ids.h"
+#include "common/log.h"
 #include "http/validate.h"
 
 namespace space::api {
@@ -88,6 +89,20 @@ void Api::DeleteTemplate(Request& req, Responder& res, const std::string& name) 
   Status st = node_->template_builds().Remove(req.team, name, QueryTrue(req, "force"));
   if (!st.ok()) return res.SendError(st);
   res.Send(204, "application/json", "");
+}
+
+void Api::ImportTemplateImage(Request& req, Responder& res) {
+  // Admin only, as imports from the server's filesystem: an imported tree is trusted as much
+  // as whoever may replace a template of that name.
+  if (req.team != "default") return res.SendError(PermissionDenied("only the admin team may import images"));
+  const std::string name = req.Query("name");
+  if (!IsTemplateName(name)) return res.SendError(InvalidArgument("?name= must match [a-z0-9][a-z0-9._-]{0,62}"));
+  if (req.body.empty())
+    return res.SendError(InvalidArgument("the body must be an OCI image layout or docker save tarball"));
+  auto t = node_->templates().ImportImage(name, req.body,
+                                          [&](const std::string& line) { LogInfo("template " + name, line); });
+  if (!t.ok()) return res.SendError(t.status());
+  res.SendJson(201, TemplateJson(*t));
 }
 
 }  // namespace space::api

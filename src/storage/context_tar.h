@@ -20,10 +20,10 @@ namespace space::storage {
 inline constexpr size_t kMaxTarMembers = 100000;
 
 struct TarMember {
-  std::string path;       // normalized: no leading "./" or "/", no trailing "/"; "." for the root
-  char type = '0';        // '0' file, '5' directory, '2' symlink, '1' hard link
-  uint32_t mode = 0;      // permission bits (07777)
-  uint64_t uid = 0;
+  std::string path;   // normalized: no leading "./" or "/", no trailing "/"; "." for the root
+  char type = '0';    // '0' file, '5' directory, '2' symlink, '1' hard link
+  uint32_t mode = 0;  // permission bits (07777)
+  uint64_t uid = 0;   // owner ids, as the member records them
   uint64_t gid = 0;
   std::string link;       // symlink target or hard link name
   std::string_view data;  // a file's bytes, pointing into the tarball

@@ -151,6 +151,7 @@ TEST(OciImageTest, LongNamesAndBigIdsSurviveFlattening) {
 
 TEST(OciImageTest, RefusesHostileImages) {
   std::vector<std::string> many;
+  many.reserve(129);
   for (int i = 0; i < 129; ++i) many.push_back(Tar({{"f" + std::to_string(i), '0', "x"}}));
   std::string bomb = Gzip(Tar({{"zeros", '0', std::string(4 << 20, '\0')}}));
   std::string whole = Gzip(Tar({{"f", '0', std::string(100000, 'a')}}));

@@ -130,6 +130,16 @@ class PoolImpl final : public Pool {
         progress);
   }
 
+  Result<TemplateInfo> ImportTemplateTarball(const std::string& name, int tarball_fd, const std::string& label,
+                                             const ProgressFn& progress) override {
+    RETURN_IF_ERROR(ValidateTemplateName(name));
+    std::lock_guard<std::mutex> build(build_mu_);
+    return BuildLocked(
+        name,
+        [&](const std::string& dir, const ProgressFn& p) { return ImportTree(tarball_fd, label, dir, Runner(), p); },
+        progress);
+  }
+
   Result<std::vector<TemplateInfo>> ListTemplates() override {
     std::lock_guard<std::mutex> lock(index_mu_);
     ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));

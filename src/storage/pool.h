@@ -112,6 +112,10 @@ class Pool {
   virtual Result<TemplateInfo> EnsureTemplate(const std::string& name, const ProgressFn& progress) = 0;
   virtual Result<TemplateInfo> ImportTemplate(const std::string& name, const std::string& dir_or_tarball,
                                               const ProgressFn& progress) = 0;
+  // The same from a tarball the caller holds open as `tarball_fd` (a flattened container
+  // image, node/templates.h ImportImage); `label` names it in messages.
+  virtual Result<TemplateInfo> ImportTemplateTarball(const std::string& name, int tarball_fd, const std::string& label,
+                                                     const ProgressFn& progress) = 0;
   virtual Result<std::vector<TemplateInfo>> ListTemplates() = 0;
   virtual Result<TemplateInfo> GetTemplate(const std::string& name) = 0;  // not_found when absent
 
