@@ -129,6 +129,11 @@ void Api::Route(Request& req, Responder& res) {
   if (n <= 3 && n >= 2 && p[1] == "egress-profiles") return EgressProfiles(req, res, n == 3 ? p[2] : "");
   if (n == 3 && p[1] == "operations" && m == "GET") return GetOperation(req, res, p[2]);
   if (n == 2 && p[1] == "audit" && m == "GET") return ListAudit(req, res);
+  if (n == 6 && p[1] == "templates" && p[3] == "builds" && p[5] == "logs" && m == "GET") {
+    return TemplateBuildLogs(req, res, p[2], p[4]);
+  }
+  if (n == 3 && p[1] == "templates" && m == "DELETE") return DeleteTemplate(req, res, p[2]);
+  if (n == 3 && p[1] == "templates" && p[2] == "import" && m == "POST") return ImportTemplateImage(req, res);
   if (p.size() >= 2 && p[1] == "templates" && n <= 3) return Templates(req, res, n == 3 ? p[2] : "");
   return not_found();
 }

@@ -46,6 +46,11 @@ class Api {
   void GetOperation(Request& req, Responder& res, const std::string& id);
   void ListAudit(Request& req, Responder& res);
   void Templates(Request& req, Responder& res, const std::string& name);
+  // Templates from a recipe (api_templates.cc)
+  void BuildTemplateFromRecipe(Request& req, Responder& res);
+  void TemplateBuildLogs(Request& req, Responder& res, const std::string& name, const std::string& op_id);
+  void DeleteTemplate(Request& req, Responder& res, const std::string& name);
+  void ImportTemplateImage(Request& req, Responder& res);
   void Metrics(Request& req, Responder& res);
   // Lifecycle (api_lifecycle.cc)
   void Lifecycle(Request& req, Responder& res, const std::string& id, const std::string& action);
@@ -73,5 +78,6 @@ class Api {
 nlohmann::json SandboxJson(const store::Sandbox& r);
 nlohmann::json OperationJson(const store::OperationRecord& r);
 nlohmann::json SnapshotJson(const store::SnapshotRecord& r);
+nlohmann::json TemplateJson(const storage::TemplateInfo& t);
 
 }  // namespace space::api

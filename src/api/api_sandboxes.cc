@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "api/api.h"
+#include "api/recipe_request.h"
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/log.h"
@@ -24,8 +25,10 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   node::CreateRequest c;
   c.team = req.team;
   c.received_mono_ns = req.received_mono_ns;
-  ASSIGN_OR_RETURN(c.template_name, GetString(b, "template", "base", 63));
-  if (!IsTemplateName(c.template_name)) return InvalidArgument("template name '" + c.template_name + "' is not valid");
+  ASSIGN_OR_RETURN(std::string tmpl, GetString(b, "template", "base", 140));
+  ASSIGN_OR_RETURN(TemplateRef ref, ParseTemplateRef(tmpl));
+  c.template_name = ref.name;
+  c.template_digest = ref.digest;  // "name@sha256:...": exactly that digest
   ASSIGN_OR_RETURN(std::string runtime, GetString(b, "runtime", "ns", 16));
   auto kind = store::ParseRuntimeKind(runtime);
   if (!kind.ok()) return InvalidArgument("runtime must be 'ns' or 'vm'");
@@ -209,14 +212,12 @@ void Api::ListAudit(Request& req, Responder& res) {
   res.SendJson(200, {{"events", out}});
 }
 
-namespace {
 nlohmann::json TemplateJson(const storage::TemplateInfo& t) {
   return {{"name", t.name},
           {"digest", t.digest},
           {"size_bytes", t.size_bytes},
           {"created_at", FormatRfc3339(t.created_at_ms)}};
 }
-}  // namespace
 
 void Api::Templates(Request& req, Responder& res, const std::string& name) {
   if (req.method == "GET" && name.empty()) {
@@ -233,6 +234,11 @@ void Api::Templates(Request& req, Responder& res, const std::string& name) {
     return res.SendJson(200, TemplateJson(*t));
   }
   if (req.method != "POST" || !name.empty()) return res.SendError(NotFound("no route for " + req.method + " " + req.path));
+  {
+    const bool multipart = req.Header("content-type").rfind("multipart/form-data", 0) == 0;
+    auto peek = multipart ? Result<nlohmann::json>(nlohmann::json::object()) : ParseObject(req.body);
+    if (IsRecipeRequest(req, peek.ok() ? &*peek : nullptr)) return BuildTemplateFromRecipe(req, res);
+  }
   // POST /v1/templates {"name": "base"} builds a built-in; {"name", "source": "/dir|tarball"}
   // imports a tree from the server's filesystem. Progress streams as SSE when asked for.
   if (req.team != "default") return res.SendError(PermissionDenied("only the admin team may build templates"));

@@ -113,8 +113,18 @@ void SandboxCommands::Register(CLI::App& app) {
   auto* tpl = app.add_subcommand("template", "manage templates");
   tpl->require_subcommand(1);
   tpl_ls_ = tpl->add_subcommand("ls", "list templates");
-  tpl_build_ = tpl->add_subcommand("build", "build a built-in template (base, busybox), with progress");
+  tpl_build_ = tpl->add_subcommand(
+      "build", "build a template from a Dockerfile (-f) or a JSON recipe (--recipe), or a built-in (base, busybox)");
   tpl_build_->add_option("name", name_)->required();
+  tpl_build_->add_option("context", recipe_.context_dir, "directory COPY and ADD read (default: the Dockerfile's)");
+  tpl_build_->add_option("-f,--file", recipe_.dockerfile, "a Dockerfile (subset: docs/templates.md)");
+  tpl_build_->add_option("--recipe", recipe_.recipe_file, "a JSON recipe (the POST /v1/templates body)");
+  tpl_build_->add_option("--build-arg", recipe_.build_args, "ARG value K=V (repeatable)");
+  tpl_build_->add_option("--egress", recipe_.egress_profiles, "egress profile the steps may use (repeatable)");
+  tpl_build_->add_flag("--no-cache", recipe_.no_cache, "run every step, even those with a cached layer");
+  tpl_rm_ = tpl->add_subcommand("rm", "remove a template (refused while a sandbox uses it, unless --force)");
+  tpl_rm_->add_option("name", name_)->required();
+  tpl_rm_->add_flag("--force", force_, "remove even while sandboxes use it");
   tpl_import_ = tpl->add_subcommand("import", "import a directory or tarball (path on the server) as a template");
   tpl_import_->add_option("source", src_)->required();
   tpl_import_->add_option("name", name_)->required();
@@ -197,6 +207,15 @@ std::optional<int> SandboxCommands::Run(Client& c, bool json) {
                     static_cast<unsigned long long>(t.value("size_bytes", uint64_t{0})));
       }
     });
+  }
+  if (tpl_rm_->parsed()) return RemoveTemplate(c, name_, force_);
+  if (tpl_build_->parsed() && (!recipe_.dockerfile.empty() || !recipe_.recipe_file.empty())) {
+    recipe_.name = name_;
+    return RunRecipeBuild(c, recipe_);
+  }
+  if (tpl_build_->parsed() && !recipe_.context_dir.empty()) {
+    std::cerr << "space: a context directory goes with -f Dockerfile or --recipe FILE\n";
+    return 1;
   }
   if (tpl_build_->parsed() || tpl_import_->parsed()) return BuildTemplate(c);
   return std::nullopt;

@@ -1,5 +1,5 @@
 // The sandbox and template commands of `space`: create, ls, inspect, rm, logs, exec, cp,
-// pause, resume, suspend, snapshot, snapshots, fork, rollback, diff, template ls|build|import,
+// pause, resume, suspend, snapshot, snapshots, fork, rollback, diff, template ls|build|import|rm,
 // each one call (or one stream) of the v1 API (docs/openapi.yaml).
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/client.h"
+#include "cli/template_commands.h"
 
 namespace space::cli {
 
@@ -44,6 +45,9 @@ class SandboxCommands {
   CLI::App* tpl_ls_ = nullptr;
   CLI::App* tpl_build_ = nullptr;
   CLI::App* tpl_import_ = nullptr;
+  CLI::App* tpl_rm_ = nullptr;
+  RecipeBuildOptions recipe_;
+  bool force_ = false;
 
   std::string template_ = "base", runtime_ = "ns", id_, src_, dst_, name_;
   int64_t timeout_ = 0;

@@ -17,6 +17,11 @@ namespace space::node {
 struct CreateRequest {
   std::string team;
   std::string template_name = "base";
+  // Exactly this digest of the template ("name@sha256:..."); "": its current one.
+  std::string template_digest;
+  // Set only by template builds (node/template_builds.h): `template_digest` is a build layer,
+  // which the name need not have held.
+  bool build_layer = false;
   store::Resources resources;
   int64_t timeout_s = 300;
   store::OnTimeout on_timeout = store::OnTimeout::kDestroy;

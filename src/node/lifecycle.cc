@@ -12,6 +12,7 @@
 #include "common/nice.h"
 #include "common/random.h"
 #include "node/owned_sandbox.h"
+#include "node/template_start.h"
 #include "node/templates.h"
 #include "runtime/vm/vm_runtime.h"
 
@@ -47,9 +48,44 @@ Result<nlohmann::json> Lifecycle::ResolveEgress(const std::string& team, const s
 
 Result<SandboxAndOp> Lifecycle::Create(const CreateRequest& in) {
   CreateRequest req = in;
+  std::optional<SandboxAndOp> served;
+  ASSIGN_OR_RETURN(store::Sandbox rec, PrepareCreate(&req, /*allow_warm=*/true, &served));
+  if (served) return std::move(*served);
+  warm_.CreateStarted();  // the refill thread yields to it
+  auto op = d_.ops->Submit(req.team, "create", rec.id, [this, rec, req] { return RunCreate(rec, req); });
+  if (!op.ok()) {
+    warm_.CreateFinished();
+    return op.status();
+  }
+  return std::make_pair(rec, *op);
+}
+
+Result<store::Sandbox> Lifecycle::CreateNow(const CreateRequest& in) {
+  CreateRequest req = in;
+  std::optional<SandboxAndOp> served;
+  ASSIGN_OR_RETURN(store::Sandbox rec, PrepareCreate(&req, /*allow_warm=*/false, &served));
+  warm_.CreateStarted();
+  RETURN_IF_ERROR(RunCreate(rec, req));
+  return d_.store->GetSandbox(rec.id);
+}
+
+Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_warm,
+                                                std::optional<SandboxAndOp>* served) {
+  CreateRequest& req = *in;
   std::string template_digest;
   std::string current_digest;  // of an imported template, to spot pooled sandboxes made before a re-import
-  if (!req.from_snapshot.empty()) {
+  TemplateConfig config;       // a built template's env joins the sandbox's
+  if (!req.template_digest.empty() && req.from_snapshot.empty()) {
+    // Exactly that digest, or not_found: never a build of the name made since.
+    if (req.build_layer) {
+      if (!d_.pool->HasTemplateTree(req.template_digest)) return NotFound("no build layer " + req.template_digest);
+    } else {
+      RETURN_IF_ERROR(d_.pool->ResolveTemplate(req.template_name, req.template_digest).status());
+    }
+    template_digest = req.template_digest;
+    ASSIGN_OR_RETURN(config, ReadTemplateConfig(d_.pool->TemplatePath(template_digest)));
+    allow_warm = false;
+  } else if (!req.from_snapshot.empty()) {
     // A restore keeps the template lineage and the machine of the sandbox the snapshot was
     // taken of.
     ASSIGN_OR_RETURN(store::SnapshotRecord snap, d_.snapshots->Get(req.team, req.from_snapshot));
@@ -66,6 +102,11 @@ Result<SandboxAndOp> Lifecycle::Create(const CreateRequest& in) {
     // Imported templates must exist now; built-ins are built on first use.
     ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, d_.pool->GetTemplate(req.template_name));
     current_digest = tmpl.digest;
+    ASSIGN_OR_RETURN(config, ReadTemplateConfig(tmpl.path));
+    // Pinned now, so the sandbox gets the tree whose env it was given.
+    template_digest = tmpl.digest;
+    req.template_digest = tmpl.digest;
+    if (!config.start.empty() || !config.ready.empty()) allow_warm = false;  // a pooled one never ran them
   }
   // Checked before a pooled sandbox is taken, so a refused request costs the pool nothing.
   nlohmann::json egress;
@@ -78,7 +119,7 @@ Result<SandboxAndOp> Lifecycle::Create(const CreateRequest& in) {
     return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
   }
   // Warm pools hold ns sandboxes of a template, never a restore.
-  std::shared_ptr<WarmSandbox> warm = req.runtime == store::RuntimeKind::kNs && req.from_snapshot.empty()
+  std::shared_ptr<WarmSandbox> warm = allow_warm && req.runtime == store::RuntimeKind::kNs && req.from_snapshot.empty()
                                           ? warm_.Take(req.template_name, req.resources.memory_mb)
                                           : nullptr;
   if (warm && !current_digest.empty() && warm->template_digest != current_digest) {
@@ -111,24 +152,19 @@ Result<SandboxAndOp> Lifecycle::Create(const CreateRequest& in) {
   rec.on_timeout = req.on_timeout;
   rec.metadata = req.metadata;
   rec.egress = std::move(egress);
-  std::map<std::string, std::string> env = req.env;
+  std::map<std::string, std::string> env = config.env;
+  for (const auto& [k, v] : req.env) env[k] = v;  // the create's own env wins over the template's
   RETURN_IF_ERROR(d_.credentials->Attach(req.team, rec.id, req.credentials, req.metadata, &env));
   rec.env = std::move(env);
   rec.resources = req.resources;
   rec.policy = req.snapshot_policy;
   if (warm) {
-    ASSIGN_OR_RETURN(auto served, CreateFromWarm(&rec, req, &warm));
-    if (served) return std::move(*served);
+    ASSIGN_OR_RETURN(*served, CreateFromWarm(&rec, req, &warm));
+    if (*served) return rec;
   }
   RETURN_IF_ERROR(d_.store->PutSandbox(rec));
   d_.audit->Record(req.team, rec.id, "lifecycle", "create", {{"template", req.template_name}});
-  warm_.CreateStarted();  // the refill thread yields to it
-  auto op = d_.ops->Submit(req.team, "create", rec.id, [this, rec, req] { return RunCreate(rec, req); });
-  if (!op.ok()) {
-    warm_.CreateFinished();
-    return op.status();
-  }
-  return std::make_pair(rec, *op);
+  return rec;
 }
 
 Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
@@ -137,6 +173,7 @@ Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
     ~CreateDone() { pools->CreateFinished(); }
   } done{&warm_};
   nlohmann::json steps = nlohmann::json::object();
+  TemplateConfig config;  // a built template's, read from its tree
   auto step_start = MonoNowNs();
   auto mark = [&](const char* name) {
     int64_t now = MonoNowNs();
@@ -149,6 +186,11 @@ Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
       RETURN_IF_ERROR(d_.snapshots->EnsureLocal(req.from_snapshot));
       RETURN_IF_ERROR(d_.pool->CreateRootFromSnapshot(rec.id, req.from_snapshot, disk_limit).status());
       mark("clone_snapshot");
+    } else if (!req.template_digest.empty()) {
+      rec.template_digest = req.template_digest;
+      RETURN_IF_ERROR(d_.pool->CreateRoot(rec.id, req.template_digest, disk_limit).status());
+      mark("clone_root");
+      ASSIGN_OR_RETURN(config, ReadTemplateConfig(d_.pool->TemplatePath(req.template_digest)));
     } else {
       ASSIGN_OR_RETURN(storage::TemplateInfo tmpl,
                        d_.pool->EnsureTemplate(req.template_name, [&](const std::string& l) {
@@ -159,7 +201,15 @@ Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
       RETURN_IF_ERROR(d_.pool->CreateRoot(rec.id, tmpl.digest, disk_limit).status());
       mark("clone_root");
     }
-    return Boot(&rec, &steps);
+    RETURN_IF_ERROR(Boot(&rec, &steps));
+    // A build's own sandboxes run steps, never the template's commands.
+    if (req.build_layer || (config.start.empty() && config.ready.empty())) return Status::Ok();
+    if (!template_starter_) return Internal("no template starter on this node");
+    // Recorded running first: the start and ready commands go through SandboxIo, which
+    // serves running sandboxes only.
+    rec.state = SandboxState::kRunning;
+    RETURN_IF_ERROR(d_.store->PutSandbox(rec));
+    return template_starter_(rec, config, &steps);
   }();
   if (!st.ok()) {
     Teardown(rec.id);

@@ -9,6 +9,7 @@
 // for another team's sandbox. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "node/egress.h"
 #include "node/live_sandboxes.h"
 #include "node/operations.h"
+#include "node/recipe.h"
 #include "node/runtimes.h"
 #include "node/snapshots.h"
 #include "node/uid_slot_lease.h"
@@ -56,6 +58,13 @@ class Lifecycle {
   Lifecycle(Deps deps, const std::map<std::string, int>& warm_pool);
 
   Result<SandboxAndOp> Create(const CreateRequest& req);
+  // The same, run to its end in the caller's thread (a template build, itself an operation,
+  // must not wait on the queue it holds a worker of). The sandbox is running on success.
+  Result<store::Sandbox> CreateNow(const CreateRequest& req);
+  // Runs a template's start and ready commands in a sandbox just created from it; set once by
+  // the Node before any create (it needs SandboxIo, which is built after the lifecycle).
+  using TemplateStarter = std::function<Status(const store::Sandbox&, const TemplateConfig&, nlohmann::json* steps)>;
+  void set_template_starter(TemplateStarter starter) { template_starter_ = std::move(starter); }
   Result<store::Sandbox> Get(const std::string& team, const std::string& id);
   Result<std::vector<store::Sandbox>> List(const store::SandboxFilter& filter);
   Result<store::OperationRecord> Destroy(const std::string& team, const std::string& id);
@@ -94,6 +103,9 @@ class Lifecycle {
 
  private:
   Status RunCreate(store::Sandbox rec, CreateRequest req);
+  // Create up to the point where the work is queued: validation, the record, the warm path.
+  // Sets *served when a pooled sandbox served it.
+  Result<store::Sandbox> PrepareCreate(CreateRequest* req, bool allow_warm, std::optional<SandboxAndOp>* served);
   // Starts the runtime over an existing root; fills `steps`. With `pooled`, the booted
   // sandbox goes there instead of into the live table, and a failure leaves nothing running.
   Status Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_ptr<LiveSandbox>* pooled = nullptr);
@@ -123,6 +135,7 @@ class Lifecycle {
 
   const Deps d_;
   WarmPools warm_;
+  TemplateStarter template_starter_;
 };
 
 }  // namespace space::node

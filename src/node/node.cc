@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/syscall.h"
 #include "node/build_jail.h"
+#include "node/template_start.h"
 #include "node/tree_jail.h"
 #include "runtime/vm/vm_runtime.h"
 
@@ -188,6 +189,15 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
                                                  config.warm_pool);
   node->io_ = std::make_unique<SandboxIo>(store, &node->live_, node->audit_.get(),
                                           [lc = node->lifecycle_.get()] { lc->warm_pools().NoteActivity(); });
+  node->lifecycle_->set_template_starter(
+      [io = node->io_.get()](const store::Sandbox& rec, const TemplateConfig& config, nlohmann::json* steps) {
+        return StartTemplateCommands(io, rec, config, steps);
+      });
+  node->template_builds_ = std::make_unique<TemplateBuilds>(TemplateBuilds::Deps{.pool = node->pool_.get(),
+                                                                                 .lifecycle = node->lifecycle_.get(),
+                                                                                 .io = node->io_.get(),
+                                                                                 .ops = node->ops_.get(),
+                                                                                 .store = store});
 
   RETURN_IF_ERROR(node->lifecycle_->Reconcile());
   if (node->egress_) node->egress_->Reconcile();

@@ -37,6 +37,7 @@
 #include "node/sandbox_io.h"
 #include "node/sandbox_metrics.h"
 #include "node/snapshots.h"
+#include "node/template_builds.h"
 #include "node/templates.h"
 #include "node/uid_slot_lease.h"
 #include "snapshot/local_blob_store.h"
@@ -88,6 +89,7 @@ class Node {
   CredentialService& credentials() { return *credentials_; }
   SandboxMetrics& metrics() { return *metrics_; }
   Templates& templates() { return *templates_; }
+  TemplateBuilds& template_builds() { return *template_builds_; }
   AuditLog& audit() { return *audit_; }
 
   store::Store* store() { return store_; }
@@ -130,6 +132,7 @@ class Node {
   std::unique_ptr<SandboxMetrics> metrics_;
   std::unique_ptr<Templates> templates_;
   std::unique_ptr<Lifecycle> lifecycle_;
+  std::unique_ptr<TemplateBuilds> template_builds_;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "storage/pool.h"
@@ -25,6 +26,11 @@ class Templates {
   Result<storage::TemplateInfo> Build(const std::string& name, const storage::ProgressFn& progress);
   Result<storage::TemplateInfo> Import(const std::string& name, const std::string& source,
                                        const storage::ProgressFn& progress);
+  // A container image (an OCI image layout or a `docker save` tarball, uncompressed, in
+  // memory): its layers flattened (storage/oci_image.h), its config's Env, WorkingDir, User and
+  // Entrypoint+Cmd as the template's env, workdir, user and start, extracted in the build jail.
+  Result<storage::TemplateInfo> ImportImage(const std::string& name, std::string_view archive,
+                                            const storage::ProgressFn& progress);
 
  private:
   storage::Pool* const pool_;

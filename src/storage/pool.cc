@@ -7,6 +7,7 @@
 #include <stdio.h>  // renameat2
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 
@@ -53,6 +54,7 @@ class PoolImpl final : public Pool {
         sandboxes_dir_(pool_dir + "/sandboxes"),
         snapshots_dir_(pool_dir + "/snapshots"),
         index_path_(templates_dir_ + "/index.json"),
+        layers_path_(templates_dir_ + "/layers.json"),
         backend_(std::move(backend)),
         build_runner_(std::move(build_runner)),
         digester_(std::move(digester)),
@@ -128,6 +130,16 @@ class PoolImpl final : public Pool {
         progress);
   }
 
+  Result<TemplateInfo> ImportTemplateTarball(const std::string& name, int tarball_fd, const std::string& label,
+                                             const ProgressFn& progress) override {
+    RETURN_IF_ERROR(ValidateTemplateName(name));
+    std::lock_guard<std::mutex> build(build_mu_);
+    return BuildLocked(
+        name,
+        [&](const std::string& dir, const ProgressFn& p) { return ImportTree(tarball_fd, label, dir, Runner(), p); },
+        progress);
+  }
+
   Result<std::vector<TemplateInfo>> ListTemplates() override {
     std::lock_guard<std::mutex> lock(index_mu_);
     ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
@@ -143,6 +155,123 @@ class PoolImpl final : public Pool {
     auto it = index.find(name);
     if (it == index.end()) return NotFound("template '" + name + "' not found");
     return WithPath(it->second);
+  }
+
+  std::string TemplatePath(const std::string& digest) const override {
+    auto hex = DigestHex(digest);
+    return hex.ok() ? templates_dir_ + "/" + kTemplatePrefix + *hex : std::string();
+  }
+
+  bool HasTemplateTree(const std::string& digest) override {
+    std::string path = TemplatePath(digest);
+    return !path.empty() && PathExists(path);
+  }
+
+  Result<TemplateInfo> CommitRoot(const std::string& sandbox_id) override {
+    RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));
+    RETURN_IF_ERROR(RequireSnapshots());
+    std::string root_dir = sandboxes_dir_ + "/" + sandbox_id;
+    if (!PathExists(root_dir)) return NotFound("no root for sandbox " + sandbox_id);
+    // A read-only snapshot under a scratch name (Recover removes it after a crash), digested
+    // while nothing can change it, then sealed under its digest.
+    std::string scratch = templates_dir_ + "/" + kScratchPrefix + RandomHex(8);
+    RETURN_IF_ERROR(backend_->SnapshotRoot(root_dir, scratch));
+    Result<TreeDigest> d = digester_ ? digester_(scratch) : DigestTree(scratch);
+    Status st = d.status();
+    TemplateInfo info;
+    if (st.ok()) {
+      info.digest = d->digest;
+      info.size_bytes = d->size_bytes;
+      info.created_at_ms = WallNowMs();
+      info = WithPath(info);
+      std::lock_guard<std::mutex> build(build_mu_);
+      st = PathExists(info.path) ? backend_->RemoveTree(scratch) : backend_->Seal(scratch, info.path);
+    }
+    if (!st.ok()) {
+      Status cleanup = backend_->RemoveTree(scratch);
+      if (!cleanup.ok()) LogError(kLog, "cleanup of " + scratch + ": " + cleanup.ToString());
+      return st.Annotate("commit root of " + sandbox_id);
+    }
+    return info;
+  }
+
+  Result<TemplateInfo> NameTemplate(const std::string& name, const std::string& digest,
+                                    const std::string& team) override {
+    RETURN_IF_ERROR(ValidateTemplateName(name));
+    if (!HasTemplateTree(digest)) return NotFound("no template tree with digest " + digest);
+    std::lock_guard<std::mutex> lock(index_mu_);
+    ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
+    TemplateInfo info;
+    info.name = name;
+    info.digest = digest;
+    info.team = team;
+    info.created_at_ms = WallNowMs();
+    auto it = index.find(name);
+    if (it != index.end() && it->second.digest == digest) info = it->second;  // a fully cached rebuild
+    if (info.size_bytes == 0) {
+      auto d = digester_ ? digester_(TemplatePath(digest)) : DigestTree(TemplatePath(digest));
+      if (d.ok()) info.size_bytes = d->size_bytes;
+    }
+    info.team = team;
+    RecordName(&index, info);
+    RETURN_IF_ERROR(SaveTemplateIndex(index_path_, index));
+    return WithPath(index[name]);
+  }
+
+  Result<TemplateInfo> ResolveTemplate(const std::string& name, const std::string& digest) override {
+    ASSIGN_OR_RETURN(TemplateInfo info, GetTemplate(name));
+    RETURN_IF_ERROR(DigestHex(digest).status());
+    const bool known = info.digest == digest || std::find(info.earlier_digests.begin(), info.earlier_digests.end(),
+                                                          digest) != info.earlier_digests.end();
+    if (!known || !HasTemplateTree(digest)) return NotFound("template '" + name + "' has no digest " + digest);
+    info.digest = digest;
+    return WithPath(info);
+  }
+
+  Status RemoveTemplate(const std::string& name) override {
+    RETURN_IF_ERROR(ValidateTemplateName(name));
+    std::lock_guard<std::mutex> build(build_mu_);
+    std::vector<std::string> trees;
+    {
+      std::lock_guard<std::mutex> lock(index_mu_);
+      ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
+      auto it = index.find(name);
+      if (it == index.end()) return NotFound("template '" + name + "' not found");
+      std::set<std::string> mine(it->second.earlier_digests.begin(), it->second.earlier_digests.end());
+      mine.insert(it->second.digest);
+      index.erase(it);
+      for (const auto& [other, info] : index) {
+        mine.erase(info.digest);
+        for (const auto& d : info.earlier_digests) mine.erase(d);
+      }
+      RETURN_IF_ERROR(SaveTemplateIndex(index_path_, index));
+      trees.assign(mine.begin(), mine.end());
+    }
+    for (const auto& d : trees) {
+      Status st = backend_->RemoveTree(TemplatePath(d));
+      if (!st.ok()) LogWarn(kLog, "removing tree " + d + " of template " + name + ": " + st.ToString());
+    }
+    return Status::Ok();
+  }
+
+  Result<std::string> CachedLayer(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(index_mu_);
+    ASSIGN_OR_RETURN(LayerCache cache, LoadLayerCache(layers_path_));
+    auto it = cache.find(key);
+    if (it == cache.end() || !HasTemplateTree(it->second)) return NotFound("no cached layer");
+    return it->second;
+  }
+
+  Status PutCachedLayer(const std::string& key, const std::string& digest) override {
+    RETURN_IF_ERROR(DigestHex(digest).status());
+    std::lock_guard<std::mutex> lock(index_mu_);
+    ASSIGN_OR_RETURN(LayerCache cache, LoadLayerCache(layers_path_));
+    // Bounded: entries whose tree is gone go first, then the first keys in order.
+    if (cache.size() >= kMaxCachedLayers)
+      std::erase_if(cache, [&](const auto& e) { return !HasTemplateTree(e.second); });
+    while (cache.size() >= kMaxCachedLayers) cache.erase(cache.begin());
+    cache[key] = digest;
+    return SaveLayerCache(layers_path_, cache);
   }
 
   Result<std::string> CreateRoot(const std::string& sandbox_id, const std::string& digest,
@@ -366,10 +495,23 @@ class PoolImpl final : public Pool {
     }
     std::lock_guard<std::mutex> lock(index_mu_);
     ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
-    index[name] = info;
-    index[name].path.clear();
+    RecordName(&index, info);
     RETURN_IF_ERROR(SaveTemplateIndex(index_path_, index));
     return info;
+  }
+
+  // Sets index[info.name] to `info`, keeping the name's previous digests for name@digest.
+  static void RecordName(TemplateIndex* index, TemplateInfo info) {
+    auto it = index->find(info.name);
+    if (it != index->end()) {
+      std::vector<std::string> earlier = it->second.earlier_digests;
+      if (it->second.digest != info.digest) earlier.insert(earlier.begin(), it->second.digest);
+      std::erase(earlier, info.digest);
+      if (earlier.size() > kMaxEarlierDigests) earlier.resize(kMaxEarlierDigests);
+      info.earlier_digests = std::move(earlier);
+    }
+    info.path.clear();
+    (*index)[info.name] = std::move(info);
   }
 
   const std::string pool_dir_;
@@ -379,6 +521,7 @@ class PoolImpl final : public Pool {
   const std::string sandboxes_dir_;
   const std::string snapshots_dir_;
   const std::string index_path_;
+  const std::string layers_path_;
   const std::unique_ptr<Backend> backend_;
   const ToolRunner build_runner_;
   const TreeDigester digester_;

@@ -33,7 +33,12 @@ struct TemplateInfo {
   uint64_t size_bytes = 0;
   int64_t created_at_ms = 0;
   std::string path;          // host path of the read-only tree
+  std::string team;          // who built it from a recipe; "" for built-ins and imports (the admin's)
+  // Digests the name held before (newest first, at most kMaxEarlierDigests): `name@digest`
+  // still resolves to one while its tree is in the pool.
+  std::vector<std::string> earlier_digests;
 };
+inline constexpr size_t kMaxEarlierDigests = 16;
 
 // Progress of long work (template builds), one human-readable line per call.
 using ProgressFn = std::function<void(const std::string& line)>;
@@ -107,8 +112,36 @@ class Pool {
   virtual Result<TemplateInfo> EnsureTemplate(const std::string& name, const ProgressFn& progress) = 0;
   virtual Result<TemplateInfo> ImportTemplate(const std::string& name, const std::string& dir_or_tarball,
                                               const ProgressFn& progress) = 0;
+  // The same from a tarball the caller holds open as `tarball_fd` (a flattened container
+  // image, node/templates.h ImportImage); `label` names it in messages.
+  virtual Result<TemplateInfo> ImportTemplateTarball(const std::string& name, int tarball_fd, const std::string& label,
+                                                     const ProgressFn& progress) = 0;
   virtual Result<std::vector<TemplateInfo>> ListTemplates() = 0;
   virtual Result<TemplateInfo> GetTemplate(const std::string& name) = 0;  // not_found when absent
+
+  // Built templates (node/template_builds.h). A build layer is a read-only tree pinned by its
+  // digest like a template, with or without a name. btrfs only (unavailable otherwise).
+  //
+  // The host path of the tree with `digest` (it may not exist).
+  virtual std::string TemplatePath(const std::string& digest) const = 0;
+  virtual bool HasTemplateTree(const std::string& digest) = 0;
+  // Pins a sandbox root as it is now as a read-only layer: an O(1) snapshot, digested, sealed
+  // under its digest (shared with an identical existing tree). The caller has let the
+  // root's writers finish. Returns the layer (no name).
+  virtual Result<TemplateInfo> CommitRoot(const std::string& sandbox_id) = 0;
+  // Points `name` at the existing tree `digest` (its previous digest joins earlier_digests).
+  virtual Result<TemplateInfo> NameTemplate(const std::string& name, const std::string& digest,
+                                            const std::string& team) = 0;
+  // `name@digest`: the template when `digest` is its current or an earlier digest whose tree
+  // is still here; not_found otherwise.
+  virtual Result<TemplateInfo> ResolveTemplate(const std::string& name, const std::string& digest) = 0;
+  // Forgets `name` and removes the trees of its digests that no other name holds. Roots
+  // cloned from them are independent copies and stay.
+  virtual Status RemoveTemplate(const std::string& name) = 0;
+  // The layer cache: a build step's key (node/recipe.h StepCacheKey) -> the digest of the
+  // layer it made. CachedLayer answers not_found for an unknown key or a tree gone since.
+  virtual Result<std::string> CachedLayer(const std::string& key) = 0;
+  virtual Status PutCachedLayer(const std::string& key, const std::string& digest) = 0;
 
   // Sandbox roots. CreateRoot clones the template with `digest` for `sandbox_id` and applies
   // the disk limit; returns the root's host path. DestroyRoot is idempotent.

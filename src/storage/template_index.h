@@ -17,4 +17,12 @@ using TemplateIndex = std::map<std::string, TemplateInfo>;  // by name; `path` l
 Result<TemplateIndex> LoadTemplateIndex(const std::string& path);
 Status SaveTemplateIndex(const std::string& path, const TemplateIndex& index);
 
+// templates/layers.json: the build layer cache, step key -> layer digest.
+//   {"layers": {"<key>": "sha256:.."}}
+// Same rules as the index: rewritten whole and atomically, serialized by Pool.
+using LayerCache = std::map<std::string, std::string>;
+inline constexpr size_t kMaxCachedLayers = 4096;
+Result<LayerCache> LoadLayerCache(const std::string& path);
+Status SaveLayerCache(const std::string& path, const LayerCache& cache);
+
 }  // namespace space::storage

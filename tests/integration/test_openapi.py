@@ -306,9 +306,6 @@ def read_api_md():
 # docs/openapi.yaml. The list only shrinks: a route that gets documented must leave it (the test
 # below fails while it is on both).
 PENDING_ROUTES = {
-    # issue 24: templates from a recipe
-    ("DELETE", "/v1/templates/{name}"), ("GET", "/v1/templates/{name}/builds/{op}/logs"),
-    ("POST", "/v1/templates/import"),
     # issue 25: ports and preview URLs
     ("POST", "/v1/sandboxes/{id}/ports"), ("GET", "/v1/sandboxes/{id}/ports"),
     ("DELETE", "/v1/sandboxes/{id}/ports/{port}"),

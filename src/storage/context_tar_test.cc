@@ -1,0 +1,89 @@
+#include "storage/context_tar.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+namespace space::storage {
+namespace {
+
+// One ustar header (with checksum) plus the data padded to 512 bytes.
+std::string Member(const std::string& name, char type, const std::string& data = "", const std::string& link = "",
+                   int mode = 0644) {
+  std::string h(512, '\0');
+  h.replace(0, std::min<size_t>(name.size(), 100), name.substr(0, 100));
+  std::snprintf(&h[100], 8, "%07o", mode);
+  std::snprintf(&h[108], 8, "%07o", 0);
+  std::snprintf(&h[116], 8, "%07o", 0);
+  std::snprintf(&h[124], 12, "%011o", static_cast<unsigned>(data.size()));
+  std::snprintf(&h[136], 12, "%011o", 0);
+  h[156] = type;
+  h.replace(157, std::min<size_t>(link.size(), 100), link.substr(0, 100));
+  h.replace(257, 6, std::string("ustar\0", 6));
+  h.replace(263, 2, "00");
+  h.replace(148, 8, "        ");
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(&h[148], 8, "%06o", sum);
+  h[155] = ' ';
+  std::string padded = data;
+  padded.resize((data.size() + 511) / 512 * 512, '\0');
+  return h + padded;
+}
+
+std::string End() { return std::string(1024, '\0'); }
+
+TEST(ContextTarTest, ListsFilesDirsAndLinks) {
+  std::string tar = Member("./", '5') + Member("./app/", '5') + Member("./app/main.py", '0', "print(1)\n") +
+                    Member("./app/link", '2', "", "main.py") + End();
+  auto members = ListTar(tar);
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  ASSERT_EQ(members->size(), 4u);
+  EXPECT_EQ((*members)[0].path, ".");
+  EXPECT_EQ((*members)[2].path, "app/main.py");
+  EXPECT_EQ((*members)[2].data, "print(1)\n");
+  EXPECT_EQ((*members)[3].link, "main.py");
+}
+
+TEST(ContextTarTest, RefusesHostileArchives) {
+  struct Case {
+    const char* what;
+    std::string tar;
+  } cases[] = {
+      {"absolute", Member("/etc/passwd", '0', "x") + End()},
+      {"dotdot", Member("a/../../etc/passwd", '0', "x") + End()},
+      {"char device", Member("dev/null", '3') + End()},
+      {"block device", Member("dev/sda", '4') + End()},
+      {"fifo", Member("p", '6') + End()},
+      {"hardlink out", Member("h", '1', "", "../../etc/shadow") + End()},
+      {"truncated", Member("big", '0', std::string(2000, 'a')).substr(0, 1024)},
+      {"bad checksum",
+       [] {
+         std::string t = Member("a", '0', "x") + End();
+         t[0] = 'b';
+         return t;
+       }()},
+      {"empty", std::string()},
+      {"symlink without target", Member("s", '2') + End()},
+  };
+  for (const auto& c : cases) {
+    EXPECT_FALSE(ListTar(c.tar).ok()) << c.what;
+  }
+}
+
+TEST(ContextTarTest, DigestCoversOnlyTheCopiedSource) {
+  std::string a = Member("app/x", '0', "1") + Member("other", '0', "2") + End();
+  std::string b = Member("app/x", '0', "1") + Member("other", '0', "3") + End();
+  std::string c = Member("app/x", '0', "changed") + Member("other", '0', "2") + End();
+  auto ma = ListTar(a), mb = ListTar(b), mc = ListTar(c);
+  ASSERT_TRUE(ma.ok() && mb.ok() && mc.ok());
+  EXPECT_EQ(*ContextDigest(*ma, "app"), *ContextDigest(*mb, "app/"));
+  EXPECT_NE(*ContextDigest(*ma, "app"), *ContextDigest(*mc, "app"));
+  EXPECT_NE(*ContextDigest(*ma, "."), *ContextDigest(*mb, "."));
+  EXPECT_FALSE(ContextDigest(*ma, "missing").ok());
+  EXPECT_FALSE(ContextDigest(*ma, "../app").ok());
+}
+
+}  // namespace
+}  // namespace space::storage
