@@ -125,6 +125,9 @@ Status Egress::Attach(const store::Sandbox& rec, LiveSandbox* live, pid_t init_p
   const int64_t attach_start = MonoNowNs();
   ASSIGN_OR_RETURN(in_addr address, d_.broker->NetAttach(live->uid_slot, init_pid));
   if (steps) (*steps)["egress.net_attach"] = static_cast<double>(MonoNowNs() - attach_start) / 1e6;
+  // Marked as soon as the link exists: a failure from here on leaves it for Detach to remove.
+  live->egress = true;
+  live->egress_address = address;
   return Join(live, address, std::move(policy));
 }
 
@@ -139,7 +142,7 @@ Result<Egress::VmLink> Egress::PrepareVmLink(int64_t uid_slot) {
 Status Egress::AttachVm(const store::Sandbox& rec, LiveSandbox* live, const VmLink& link) {
   ASSIGN_OR_RETURN(auto policy, PolicyFor(rec));
   ASSIGN_OR_RETURN(in_addr gateway, network::ParseIpv4(network::kGatewayAddress));
-  // Marked before the guest answers: a failure from here on leaves a link for Detach to remove.
+  // As for Attach (the tap exists since PrepareVmLink).
   live->egress = true;
   live->egress_address = link.address;
   RETURN_IF_ERROR(GuestConfigureNetwork(live, link.address, gateway, link.mac));
@@ -147,8 +150,6 @@ Status Egress::AttachVm(const store::Sandbox& rec, LiveSandbox* live, const VmLi
 }
 
 Status Egress::Join(LiveSandbox* live, in_addr address, std::shared_ptr<gateway::SandboxEgress> policy) {
-  live->egress = true;
-  live->egress_address = address;
   gateway_->Register(address, std::move(policy));
 
   // Inside: the resolver is the gateway, and the gateway's CA is trusted (certificate only).

@@ -70,7 +70,8 @@ class Egress {
   explicit Egress(const Deps& deps) : d_(deps) {}
   // The sandbox's stored profiles and held credentials, as the gateway enforces them.
   Result<std::shared_ptr<gateway::SandboxEgress>> PolicyFor(const store::Sandbox& rec);
-  // Registers a sandbox whose link is up at `address`; its resolver and CA trust inside.
+  // Registers a sandbox whose link is up at `address` (the caller marked `live` as holding it);
+  // its resolver and CA trust inside.
   Status Join(LiveSandbox* live, in_addr address, std::shared_ptr<gateway::SandboxEgress> policy);
 
   const Deps d_;

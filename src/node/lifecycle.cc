@@ -263,7 +263,7 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
   (*steps)["uid_slot"] = static_cast<double>(MonoNowNs() - t) / 1e6;
   // A vm sandbox's link exists before its VMM: the VMM gets the tap's descriptor at start.
   std::optional<Egress::VmLink> vm_link;
-  if (vm && rec->has_egress() && pooled == nullptr) {
+  if (vm && rec->has_egress()) {
     if (!d_.egress) {
       d_.uid_slots->Release(slot);
       return Unavailable("sandbox " + rec->id + " has egress profiles but egress is disabled on this node");

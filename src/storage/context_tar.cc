@@ -237,4 +237,38 @@ Result<std::string> ContextDigest(const std::vector<TarMember>& members, const s
   return Sha256Hex(all);
 }
 
+namespace {
+
+// `len - 1` zero-padded octal digits and a NUL; the caller keeps `v` in range.
+void Octal(std::string* h, size_t off, size_t len, uint64_t v) {
+  for (size_t i = len - 1; i-- > 0;) {
+    (*h)[off + i] = static_cast<char>('0' + (v & 7));
+    v >>= 3;
+  }
+  (*h)[off + len - 1] = '\0';
+}
+
+}  // namespace
+
+std::string UstarHeader(const std::string& name, char type, uint32_t mode, uint64_t uid, uint64_t gid, uint64_t size,
+                        const std::string& link) {
+  std::string h(512, '\0');
+  h.replace(0, std::min<size_t>(name.size(), 100), name.substr(0, 100));
+  Octal(&h, 100, 8, mode);
+  Octal(&h, 108, 8, uid & 07777777);
+  Octal(&h, 116, 8, gid & 07777777);
+  Octal(&h, 124, 12, size);
+  Octal(&h, 136, 12, 0);
+  h[156] = type;
+  h.replace(157, std::min<size_t>(link.size(), 100), link.substr(0, 100));
+  h.replace(257, 6, std::string("ustar\0", 6));
+  h.replace(263, 2, "00");
+  h.replace(148, 8, "        ");
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  Octal(&h, 148, 7, sum);
+  h[155] = ' ';
+  return h;
+}
+
 }  // namespace space::storage

@@ -32,6 +32,11 @@ struct TarMember {
 // Lists the members of `tarball` in order. invalid_argument names the first bad member.
 Result<std::vector<TarMember>> ListTar(std::string_view tarball);
 
+// One ustar header block (512 bytes, checksummed): `name` and `link` cut to 100 bytes, uid and
+// gid to 7 octal digits (longer values need a pax header first, which the caller writes).
+std::string UstarHeader(const std::string& name, char type, uint32_t mode, uint64_t uid, uint64_t gid, uint64_t size,
+                        const std::string& link);
+
 // "sha256:<hex>" over the members at `src` or below it (paths relative to `src`, types, modes,
 // link targets, contents). invalid_argument when no member is at `src`; "." is everything.
 Result<std::string> ContextDigest(const std::vector<TarMember>& members, const std::string& src);

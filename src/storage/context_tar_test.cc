@@ -11,22 +11,7 @@ namespace {
 // One ustar header (with checksum) plus the data padded to 512 bytes.
 std::string Member(const std::string& name, char type, const std::string& data = "", const std::string& link = "",
                    int mode = 0644) {
-  std::string h(512, '\0');
-  h.replace(0, std::min<size_t>(name.size(), 100), name.substr(0, 100));
-  std::snprintf(&h[100], 8, "%07o", mode);
-  std::snprintf(&h[108], 8, "%07o", 0);
-  std::snprintf(&h[116], 8, "%07o", 0);
-  std::snprintf(&h[124], 12, "%011o", static_cast<unsigned>(data.size()));
-  std::snprintf(&h[136], 12, "%011o", 0);
-  h[156] = type;
-  h.replace(157, std::min<size_t>(link.size(), 100), link.substr(0, 100));
-  h.replace(257, 6, std::string("ustar\0", 6));
-  h.replace(263, 2, "00");
-  h.replace(148, 8, "        ");
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  std::snprintf(&h[148], 8, "%06o", sum);
-  h[155] = ' ';
+  const std::string h = UstarHeader(name, type, static_cast<uint32_t>(mode), 0, 0, data.size(), link);
   std::string padded = data;
   padded.resize((data.size() + 511) / 512 * 512, '\0');
   return h + padded;

@@ -176,41 +176,11 @@ Result<Image> ReadDockerSave(const Archive& a, size_t max_bytes) {
 
 // --- writing ---------------------------------------------------------------------------------
 
-// `len - 1` zero-padded octal digits and a NUL; the caller keeps `v` in range.
-void Octal(std::string* h, size_t off, size_t len, uint64_t v) {
-  for (size_t i = len - 1; i-- > 0;) {
-    (*h)[off + i] = static_cast<char>('0' + (v & 7));
-    v >>= 3;
-  }
-  (*h)[off + len - 1] = '\0';
-}
-
 std::string PaxRecord(const std::string& key, const std::string& value) {
   const std::string body = " " + key + "=" + value + "\n";
   size_t len = body.size() + 1;
   while (std::to_string(len).size() + body.size() != len) len = std::to_string(len).size() + body.size();
   return std::to_string(len) + body;
-}
-
-std::string Header(const std::string& name, char type, uint32_t mode, uint64_t uid, uint64_t gid, uint64_t size,
-                   const std::string& link) {
-  std::string h(512, '\0');
-  h.replace(0, std::min<size_t>(name.size(), 100), name.substr(0, 100));
-  Octal(&h, 100, 8, mode);
-  Octal(&h, 108, 8, uid & 07777777);
-  Octal(&h, 116, 8, gid & 07777777);
-  Octal(&h, 124, 12, size);
-  Octal(&h, 136, 12, 0);
-  h[156] = type;
-  h.replace(157, std::min<size_t>(link.size(), 100), link.substr(0, 100));
-  h.replace(257, 6, std::string("ustar\0", 6));
-  h.replace(263, 2, "00");
-  h.replace(148, 8, "        ");
-  unsigned sum = 0;
-  for (unsigned char c : h) sum += c;
-  Octal(&h, 148, 7, sum);
-  h[155] = ' ';
-  return h;
 }
 
 void Pad(std::string* out) { out->resize((out->size() + 511) / 512 * 512, '\0'); }
@@ -223,11 +193,11 @@ void WriteMember(std::string* out, const TarMember& m) {
   if (m.uid > 07777777) pax += PaxRecord("uid", std::to_string(m.uid));
   if (m.gid > 07777777) pax += PaxRecord("gid", std::to_string(m.gid));
   if (!pax.empty()) {
-    *out += Header("PaxHeader", 'x', 0644, 0, 0, pax.size(), "");
+    *out += UstarHeader("PaxHeader", 'x', 0644, 0, 0, pax.size(), "");
     *out += pax;
     Pad(out);
   }
-  *out += Header(m.path, m.type, m.mode, m.uid, m.gid, size, m.link);
+  *out += UstarHeader(m.path, m.type, m.mode, m.uid, m.gid, size, m.link);
   if (size) {
     out->append(m.data.data(), m.data.size());
     Pad(out);

@@ -25,22 +25,7 @@ struct M {
 std::string Tar(const std::vector<M>& members) {
   std::string out;
   for (const auto& m : members) {
-    std::string h(512, '\0');
-    h.replace(0, m.name.size(), m.name);
-    std::snprintf(&h[100], 8, "%07o", m.type == '5' ? 0755 : 0644);
-    std::snprintf(&h[108], 8, "%07o", m.uid);
-    std::snprintf(&h[116], 8, "%07o", m.uid);
-    std::snprintf(&h[124], 12, "%011o", static_cast<unsigned>(m.data.size()));
-    std::snprintf(&h[136], 12, "%011o", 0);
-    h[156] = m.type;
-    h.replace(157, m.link.size(), m.link);
-    h.replace(257, 6, std::string("ustar\0", 6));
-    h.replace(263, 2, "00");
-    h.replace(148, 8, "        ");
-    unsigned sum = 0;
-    for (unsigned char c : h) sum += c;
-    std::snprintf(&h[148], 8, "%06o", sum);
-    h[155] = ' ';
+    const std::string h = UstarHeader(m.name, m.type, m.type == '5' ? 0755 : 0644, m.uid, m.uid, m.data.size(), m.link);
     std::string d = m.data;
     d.resize((d.size() + 511) / 512 * 512, '\0');
     out += h + d;

@@ -7,9 +7,11 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -331,3 +333,35 @@ def proc_status(pid):
             k, _, v = line.partition(":")
             out[k] = v.strip()
     return out
+
+
+class HostService:
+    """A TCP service on the host, on every address, that answers b"HOST-SERVICE": a sandbox
+    that reads those bytes reached the host. `hits` lists the peers that connected."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.hits = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, peer = self.sock.accept()
+            except OSError:
+                return
+            self.hits.append(peer)
+            c.sendall(b"HOST-SERVICE")
+            c.close()
+
+    def probe_code(self, targets, connect_s=2, read_s=3):
+        """Python that connects to the service at each of `targets` and prints one line each."""
+        return ("import socket\nfor ip in %r:\n try:\n  s=socket.create_connection((ip,%d),%d); s.settimeout(%d)\n"
+                "  print(ip, s.recv(100))\n except OSError as e: print(ip, 'refused', e)\n"
+                % (list(targets), self.port, connect_s, read_s))
+
+    def close(self):
+        self.sock.close()

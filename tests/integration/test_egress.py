@@ -12,13 +12,12 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "egress"))
-from harness import SPACE_BIN, Server, gateway_workers, is_root, proc_status, root_brokers, sandbox_pids  # noqa: E402
+from harness import SPACE_BIN, HostService, Server, gateway_workers, is_root, proc_status, root_brokers, sandbox_pids  # noqa: E402
 from testnet import HOST_IP, UPSTREAM_IP, TestNet  # noqa: E402
 
 SECRET = "s3cr3t-EGRESS-test-7f1c9a"
@@ -403,34 +402,17 @@ class EgressTest(unittest.TestCase):
 
     def test_host_services_and_other_sandboxes_unreachable(self):
         # A service on the host, listening on every address.
-        srv = socket.socket()
-        srv.bind(("0.0.0.0", 0))
-        srv.listen(8)
-        port = srv.getsockname()[1]
-        hits = []
-
-        def serve():
-            while True:
-                try:
-                    c, peer = srv.accept()
-                except OSError:
-                    return
-                hits.append(peer)
-                c.sendall(b"HOST-SERVICE")
-                c.close()
-        threading.Thread(target=serve, daemon=True).start()
+        srv = HostService()
         host_ips = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)", subprocess.run(
             ["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout)
         targets = sorted(set(host_ips + ["100.64.0.1", HOST_IP]))
         # Every TCP port lands on the gateway, which refuses these (no CIDR rule): the
         # connection may open, but it is closed without a byte of the host's service.
-        code = ("import socket\nfor ip in %r:\n try:\n  s=socket.create_connection((ip,%d),2); s.settimeout(3)\n"
-                "  print(ip, s.recv(100))\n except OSError as e: print(ip, \"refused\", e)\n" % (targets, port))
-        d = self.py(code)
+        d = self.py(srv.probe_code(targets))
         self.assertNotIn("HOST-SERVICE", d["stdout"], d)
         self.assertEqual(len(d["stdout"].splitlines()), len(targets), d)
         time.sleep(0.2)
-        self.assertEqual(hits, [])
+        self.assertEqual(srv.hits, [])
         srv.close()
         # Sandbox b serves on 8000; a must not reach it.
         self.sh("nohup python3 -m http.server 8000 >/dev/null 2>&1 &", sid=self.b)

@@ -9,16 +9,14 @@ reaches the upstream in the request header and is nowhere in the guest; a fork g
 address and MAC and keeps the policy. Skipped without root or qemu-system-x86_64."""
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "egress"))
-from harness import SPACE_BIN, Server, is_root  # noqa: E402
+from harness import SPACE_BIN, HostService, Server, is_root  # noqa: E402
 from testnet import HOST_IP, UPSTREAM_IP, TestNet  # noqa: E402
 
 QEMU = "/usr/bin/qemu-system-x86_64"
@@ -104,31 +102,14 @@ class VmEgressTest(unittest.TestCase):
         self.assertIn("rc=2", d["stdout"], d)
         self.assertEqual(len(self.net.requests()), before, "a refused request reached the upstream")
         # A service on the host, on every address: nothing of it reaches the guest.
-        srv = socket.socket()
-        srv.bind(("0.0.0.0", 0))
-        srv.listen(8)
-        port = srv.getsockname()[1]
-        hits = []
-
-        def serve():
-            while True:
-                try:
-                    c, peer = srv.accept()
-                except OSError:
-                    return
-                hits.append(peer)
-                c.sendall(b"HOST-SERVICE")
-                c.close()
-        threading.Thread(target=serve, daemon=True).start()
+        srv = HostService()
         targets = ["100.64.0.1", HOST_IP, "192.0.2.2", "127.0.0.1"]
-        code = ("import socket\nfor ip in %r:\n try:\n  s=socket.create_connection((ip,%d),3); s.settimeout(5)\n"
-                "  print(ip, s.recv(100))\n except OSError as e: print(ip, 'refused', e)\n" % (targets, port))
-        d = self.sh("python3 -c \"%s\"" % code.replace('"', '\\"'))
+        d = self.sh("python3 -c \"%s\"" % srv.probe_code(targets, connect_s=3, read_s=5).replace('"', '\\"'))
         self.assertNotIn("HOST-SERVICE", d["stdout"], d)
         self.assertEqual(len(d["stdout"].splitlines()), len(targets), d)
         time.sleep(0.2)
         srv.close()
-        self.assertEqual(hits, [])
+        self.assertEqual(srv.hits, [])
 
     def test_4_secret_reaches_the_upstream_and_never_the_guest(self):
         # TLS to the credential's host: the gateway terminates it with the node's CA, which
