@@ -34,6 +34,9 @@ CLI::App* RegisterDev(CLI::App& app, daemon::DevOptions* dev) {
   cmd->add_option("--warm-pool", dev->warm_pool,
                   "pre-created sandboxes per template, TEMPLATE=N[,TEMPLATE=N...] (default: none)");
   cmd->add_flag("--no-egress", dev->no_egress, "no sandbox network at all (egress profiles are refused)");
+  cmd->add_option("--accel", dev->accel,
+                  "what runs vm sandboxes: auto (KVM when a guest boots under it, else TCG), kvm (try KVM even where "
+                  "/dev/kvm's mode says the VMM cannot open it; TCG if the guest does not boot), tcg");
   cmd->add_option("--import-root", dev->import_root,
                   "directory template imports may read, resolved as their root (default /: anywhere)");
   cmd->add_option("--egress-dns", dev->egress_dns, "resolver the egress gateway asks (IP[:PORT]; default: resolv.conf)");

@@ -40,6 +40,7 @@ void FleetCommands::Register(CLI::App& app) {
                         "directory template imports may read, resolved as their root (default /: anywhere)");
   node_cmd_->add_option("--warm-pool", node_.warm_pool, "pre-created sandboxes per template, TEMPLATE=N[,...]");
   node_cmd_->add_flag("--no-egress", node_.no_egress, "no sandbox network at all");
+  node_cmd_->add_option("--accel", node_.accel, "what runs vm sandboxes: auto, kvm or tcg (see space dev --help)");
   node_cmd_->add_option("--egress-dns", node_.egress_dns, "resolver the egress gateway asks (IP[:PORT])");
   node_ls_ = node_cmd_->add_subcommand("ls", "list the fleet's nodes (through a server)");
   node_drain_ = node_cmd_->add_subcommand("drain", "move a node's sandboxes elsewhere and take it out of scheduling");

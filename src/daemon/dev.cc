@@ -31,6 +31,7 @@
 #include "front/front.h"
 #include "front/front_process.h"
 #include "http/http_server.h"
+#include "runtime/vm/kvm_probe.h"
 #include "node/heartbeat.h"
 #include "node/node.h"
 #include "node/node_seccomp.h"
@@ -206,6 +207,10 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << warm.status().message() << "\n";
     return 2;
   }
+  if (auto accel = runtime::vm::ParseAccel(options.accel); !accel.ok()) {
+    std::cerr << "space dev: --accel: " << accel.status().message() << "\n";
+    return 2;
+  }
   api::RateLimit rate_limit;
   if (!api::ParseRateLimit(options.api_rate_limit, &rate_limit)) {
     std::cerr << "space dev: --api-rate-limit must be RATE[:BURST] (requests per second)\n";
@@ -343,6 +348,7 @@ int RunDev(const DevOptions& options) {
   nc.import_root = options.import_root;
   nc.pool_mount = *pool_mount;
   nc.warm_pool = std::move(*warm);
+  nc.vm_accel = options.accel;
   nc.broker = broker->get();
   if (fleet) {
     nc.node_name = options.node_name;

@@ -124,6 +124,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
       vc.cgroup_acts = std::make_shared<broker::BrokerCgroupActs>(config.broker, broker::CgroupRuntime::kVm);
     }
     if (const char* cache = std::getenv("SPACE_VM_CACHE_DIR")) vc.vm_cache_dir = cache;
+    vc.vm_accel = config.vm_accel;
     // A template's disk image is made in the build jail too: its tree holds files of other
     // owners, which the node may not read.
     vc.tree_runner = [build_runner](const std::string& tree, const runtime::TreeToolArgv& argv, int stdin_fd) {

@@ -75,6 +75,8 @@ struct NodeConfig {
   // Warm pools (node/warm_pools.h): template -> sandboxes kept pre-created to hand out on
   // create. Empty: every create is cold.
   std::map<std::string, int> warm_pool;
+  // vm runtime accelerator: "auto", "kvm" or "tcg" (runtime/vm/kvm_probe.h).
+  std::string vm_accel = "auto";
 };
 
 class Node {
@@ -96,6 +98,8 @@ class Node {
   std::string pool_kind() const { return pool_->kind(); }
   std::string cgroup_version() const { return runtimes_->ns()->cgroup_version(); }
   bool has_vm_runtime() const { return runtimes_->vm() != nullptr; }  // QEMU present, its runtime up
+  // "kvm", "tcg" or "kvm-unproven" (runtime.h accelerator); "" without a vm runtime.
+  std::string vm_accelerator() const { return runtimes_->vm() ? runtimes_->vm()->accelerator() : ""; }
   size_t live_count() const { return live_.size(); }
   // Warm pools as Prometheus text (size, target, hits, misses per template); "" without pools.
   std::string WarmPoolMetrics() { return lifecycle_->warm_pools().MetricsText(); }

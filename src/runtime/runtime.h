@@ -110,6 +110,8 @@ struct RuntimeConfig {
   int64_t child_setup_timeout_ms = 10000;
   // vm only: host-wide cache of the guest kernel, initramfs and template disk images.
   std::string vm_cache_dir = "/var/cache/space/vm";
+  // vm only: "auto", "kvm" or "tcg" (runtime/vm/kvm_probe.h Accel).
+  std::string vm_accel = "auto";
   // vm only: runs the program that makes a template's disk image from a fresh root (which
   // holds files of other owners, maybe private) where it can read that tree without a host
   // privilege: the node's build jail. Empty: here, as the caller.
@@ -149,6 +151,9 @@ class Runtime {
 
   // "v1" or "v2": which cgroup layout limits are applied through.
   virtual std::string cgroup_version() const = 0;
+  // What runs the sandboxes' CPUs when that is a choice (vm: "kvm", "tcg", or "kvm-unproven"
+  // until the first launch proves it); "" for a runtime on the host's own CPU.
+  virtual std::string accelerator() { return ""; }
 
   // Full checkpoints (memory and device state), where the runtime has them (vm). Checkpoint
   // stops the sandbox and writes that state to the new file `state_path`; the sandbox stays

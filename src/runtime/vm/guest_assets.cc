@@ -224,4 +224,12 @@ Status CloneFileAt(const std::string& from, int dir_fd, const std::string& name)
   return st;
 }
 
+Status CloneFdAt(int src_fd, const std::string& what, int dir_fd, const std::string& name) {
+  UniqueFd dst(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!dst) return ErrnoStatus("openat", name, errno);
+  Status st = CopyInto(what, src_fd, dst.get(), name);
+  if (!st.ok()) ::unlinkat(dir_fd, name.c_str(), 0);
+  return st;
+}
+
 }  // namespace space::runtime::vm

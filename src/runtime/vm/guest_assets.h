@@ -60,5 +60,7 @@ Status CloneFile(const std::string& from, const std::string& to);
 // The same into the new file `name` (one path component, never a symlink: O_EXCL|O_NOFOLLOW)
 // of the directory `dir_fd`.
 Status CloneFileAt(const std::string& from, int dir_fd, const std::string& name);
+// The same from an open file (`what` names it in errors); the new file is 0600.
+Status CloneFdAt(int src_fd, const std::string& what, int dir_fd, const std::string& name);
 
 }  // namespace space::runtime::vm

@@ -16,9 +16,10 @@ TEST(KvmProbeTest, NoDeviceIsNotFound) {
   EXPECT_EQ(KvmGroupForVmm("/nonexistent/kvm").status().code(), StatusCode::kNotFound);
 }
 
-// A stand-in device node (1:3 is /dev/null: a character device that is not KVM), so each
-// refusal is reached in turn without touching the host's /dev/kvm.
-TEST(KvmProbeTest, RefusesWhatTheVmmCouldNotOpenOrWhatIsNotKvm) {
+// A stand-in device node (1:3 is /dev/null), so each answer is reached in turn from the
+// device's owner and mode alone, without touching the host's /dev/kvm. The probe never opens
+// the device: the node's uid is not the VMM's.
+TEST(KvmProbeTest, AnswersAsTheVmmWouldFromOwnerAndMode) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (mknod)";
   char tmpl[] = "/tmp/kvm_probe_test.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
@@ -33,35 +34,30 @@ TEST(KvmProbeTest, RefusesWhatTheVmmCouldNotOpenOrWhatIsNotKvm) {
   r = KvmGroupForVmm(dev);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("read-write for its group"), std::string::npos) << r.status().ToString();
+  // Debian's root:kvm 0660: the VMM joins the group (the node need not be in it).
   ASSERT_EQ(::chmod(dev.c_str(), 0660), 0);
   r = KvmGroupForVmm(dev);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("KVM API"), std::string::npos) << r.status().ToString();
-  // Open to all: no group needed, so root's group is no obstacle; still not KVM.
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 65534u);
+  // Open to all: no group needed, so root's group is no obstacle.
   ASSERT_EQ(::chown(dev.c_str(), 0, 0), 0);
   ASSERT_EQ(::chmod(dev.c_str(), 0666), 0);
   r = KvmGroupForVmm(dev);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("KVM API"), std::string::npos) << r.status().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 0u);
   const std::string file = std::string(tmpl) + "/file";
   ASSERT_EQ(std::system(("touch " + file).c_str()), 0);
   EXPECT_FALSE(KvmGroupForVmm(file).ok());
   ASSERT_EQ(std::system((std::string("rm -rf ") + tmpl).c_str()), 0);
 }
 
-// The host's own device, whatever it is: usable means open to all or through a group other
-// than root's, and a VM made.
-TEST(KvmProbeTest, TheHostsDeviceIsUsableOnlyOpenToAllOrThroughAGroupThatIsNotRoots) {
-  struct stat st;
-  if (::stat("/dev/kvm", &st) != 0) GTEST_SKIP() << "no /dev/kvm";
-  auto r = KvmGroupForVmm();
-  const bool open_to_all = (st.st_mode & 006) == 006;
-  if (!open_to_all && (st.st_gid == 0 || (st.st_mode & 060) != 060)) {
-    EXPECT_FALSE(r.ok());
-  }
-  if (r.ok()) {
-    EXPECT_EQ(*r, open_to_all ? 0u : st.st_gid);
-  }
+TEST(KvmProbeTest, ParsesTheAccelFlag) {
+  EXPECT_EQ(*ParseAccel("auto"), Accel::kAuto);
+  EXPECT_EQ(*ParseAccel("kvm"), Accel::kKvm);
+  EXPECT_EQ(*ParseAccel("tcg"), Accel::kTcg);
+  EXPECT_EQ(ParseAccel("KVM").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseAccel("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_STREQ(AccelName(Accel::kTcg), "tcg");
 }
 
 }  // namespace

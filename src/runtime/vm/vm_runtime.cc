@@ -114,6 +114,10 @@ constexpr int64_t kRestoreTimeoutMs = 180000;
 constexpr int64_t kCheckpointTimeoutMs = 600000;
 constexpr int kDestroyWaitMs = 5000;
 constexpr int kTemplateBootTimeoutMs = 120000;
+// How long the guest may take to say hello under KVM before the node decides KVM does not run
+// it (a guest on KVM boots in about a second; one stuck in KVM's instruction emulator on a PVM
+// host has not reached /init after 30 s).
+constexpr int kKvmProofTimeoutMs = 20000;
 // Where the launcher parks fds before dup2 onto the fixed numbers of qemu_command.h.
 constexpr int kParkedFdBase = 100;
 
@@ -312,7 +316,9 @@ Status ReapChild(pid_t pid, int pidfd, int timeout_ms) {
 
 class VmRuntimeImpl final : public Runtime {
  public:
-  VmRuntimeImpl(RuntimeConfig config, std::string image_dir, ns::Cgroups cgroups, bool kvm, gid_t kvm_gid,
+  // `kvm_candidate`: KVM is to be tried (proven by the first launch); `kvm_gid`: the group the
+  // VMM joins to open /dev/kvm (0: none).
+  VmRuntimeImpl(RuntimeConfig config, std::string image_dir, ns::Cgroups cgroups, bool kvm_candidate, gid_t kvm_gid,
                 int64_t host_tsc_khz, UniqueFd exe_fd, UniqueFd alive_r, UniqueFd alive_w)
       : exe_fd_(std::move(exe_fd)),
         alive_r_(std::move(alive_r)),
@@ -320,8 +326,8 @@ class VmRuntimeImpl final : public Runtime {
         config_(std::move(config)),
         image_dir_(std::move(image_dir)),
         cgroups_(std::move(cgroups)),
-        kvm_(kvm),
         kvm_gid_(kvm_gid),
+        accel_(kvm_candidate ? AccelState::kKvmUnproven : AccelState::kTcg),
         host_tsc_khz_(host_tsc_khz) {}
 
   Result<LaunchedSandbox> Launch(const SandboxSpec& spec) override;
@@ -343,6 +349,10 @@ class VmRuntimeImpl final : public Runtime {
   Status Close() override { return cgroups_.RemoveParents(); }
   std::string cgroup_version() const override { return cgroups_.v2() ? "v2" : "v1"; }
   bool full_checkpoints() const override { return true; }
+  std::string accelerator() override {
+    std::lock_guard<std::mutex> lock(accel_mu_);
+    return accel_ == AccelState::kKvm ? "kvm" : accel_ == AccelState::kTcg ? "tcg" : "kvm-unproven";
+  }
   Status Checkpoint(const std::string& id, const std::string& state_path) override;
 
  private:
@@ -380,6 +390,18 @@ class VmRuntimeImpl final : public Runtime {
     ::rmdir(stale.c_str());
   }
   Result<std::shared_ptr<Vm>> StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir);
+  // Waits up to `timeout_ms` for spaced's hello on a freshly booted VM's channel.
+  static Status WaitHello(Vm& vm, int timeout_ms);
+  void KillVmm(Vm& vm) {
+    if (Status k = KillChild(config_.privileged, vm.pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
+    (void)ReapChild(vm.pid, vm.pidfd.get(), kDestroyWaitMs);
+  }
+  // Whether this launch runs under KVM. The first launch while KVM is unproven boots a copy of
+  // its disk (`state_dir`'s, or the template's image for a fresh root) under KVM, in its own
+  // cgroup, and waits kKvmProofTimeoutMs for the guest: if QEMU refuses KVM or the guest does
+  // not come up, the node uses TCG from then on and the log says why. Never an error.
+  bool UseKvm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir, bool have_disk);
+  Status ProveKvm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir, bool have_disk);
 
   // This program, for the VMM reaper, and the alive pipe (vmm_reaper.h): the write end lives
   // only here (close-on-exec), so it closes when the node dies and every reaper sees EOF.
@@ -387,8 +409,10 @@ class VmRuntimeImpl final : public Runtime {
   const RuntimeConfig config_;
   const std::string image_dir_;  // template images and checkpoints, on the pool's filesystem
   const ns::Cgroups cgroups_;
-  const bool kvm_;
   const gid_t kvm_gid_;
+  enum class AccelState { kKvmUnproven, kKvm, kTcg };
+  std::mutex accel_mu_;  // held through the proof boot: launches wait for its verdict
+  AccelState accel_;     // GUARDED_BY(accel_mu_)
   const int64_t host_tsc_khz_;  // 0 when unknown
   // New sandboxes restore a saved, booted VM of their template instead of booting one;
   // SPACE_VM_TEMPLATE_CHECKPOINTS=0 turns that off (cold boots, e.g. to measure them).
@@ -448,7 +472,6 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
   };
   RETURN_IF_ERROR(ValidateSpec(spec));
   vm::QemuPlan plan;
-  plan.kvm = kvm_;
   plan.hostname = spec.hostname;
   plan.memory_mb = static_cast<int>(spec.limits.memory_bytes >> 20);
   plan.cpus = std::max(1, static_cast<int>(spec.limits.cpus + 0.5));
@@ -493,6 +516,8 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
     return st;
   }
   mark("vm_cgroup");
+  plan.kvm = UseKvm(spec, plan, sd.get(), have_disk);
+  mark(plan.kvm ? "vm_accel_kvm" : "vm_accel_tcg");
   std::string template_ckpt;  // set when this launch restores the template checkpoint
   auto cold_disk = [&]() -> Status {
     std::string image;
@@ -753,6 +778,9 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   // "-n1": the device set with the NIC (a checkpoint restores only into the same devices).
   key += "-" + std::to_string(plan.memory_mb) + "m-" + std::to_string(plan.cpus) + "c-" +
          initrd_name.substr(0, initrd_name.find('.')) + "-n1";
+  // A KVM guest's CPU (-cpu host) is not TCG's (-cpu max): a checkpoint restores under the
+  // accelerator it was made with.
+  key += plan.kvm ? "-kvm" : "-tcg";
   // A QEMU upgrade can change the migration stream: a checkpoint belongs to one binary.
   struct stat qemu;
   if (::stat(plan.qemu_binary.c_str(), &qemu) != 0) return ErrnoStatus("stat", plan.qemu_binary, errno);
@@ -786,16 +814,10 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
     ASSIGN_OR_RETURN(std::shared_ptr<Vm> vm, StartVmm(boot_spec, boot, tmp_fd.get()));
     Status saved = [&]() -> Status {
       // Booted once spaced says hello; its channel has nothing else pending then.
-      pollfd p{vm->channel.get(), POLLIN, 0};
-      if (RetryEintr([&] { return ::poll(&p, 1, kTemplateBootTimeoutMs); }) <= 0) {
-        return DeadlineExceeded("template VM did not boot in time");
-      }
-      ASSIGN_OR_RETURN(guest::Frame hello, guest::ReadFrame(vm->channel.get()));
-      if (hello.type != guest::FrameType::kHello) return Unavailable("template VM spoke before saying hello");
+      RETURN_IF_ERROR(WaitHello(*vm, kTemplateBootTimeoutMs).Annotate("template VM"));
       return SaveState(*vm, spec.id, tmp_fd.get());
     }();
-    if (Status k = KillChild(config_.privileged, vm->pidfd.get()); !k.ok()) LogWarn("vm", k.ToString());
-    (void)ReapChild(vm->pid, vm->pidfd.get(), kDestroyWaitMs);
+    KillVmm(*vm);
     RETURN_IF_ERROR(saved);
     if (::rename(tmp.c_str(), dir.c_str()) != 0) return ErrnoStatus("rename", dir, errno);
     return Status::Ok();
@@ -807,6 +829,68 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   }
   LogInfo("vm", "template checkpoint " + key + " saved");
   return dir;
+}
+
+Status VmRuntimeImpl::WaitHello(Vm& vm, int timeout_ms) {
+  pollfd p{vm.channel.get(), POLLIN, 0};
+  int rc = RetryEintr([&] { return ::poll(&p, 1, timeout_ms); });
+  if (rc < 0) return ErrnoStatus("poll", "guest channel", errno);
+  if (rc == 0) return DeadlineExceeded("the guest did not say hello in " + std::to_string(timeout_ms / 1000) + " s");
+  ASSIGN_OR_RETURN(guest::Frame hello, guest::ReadFrame(vm.channel.get()));
+  if (hello.type != guest::FrameType::kHello) return Unavailable("the guest spoke before saying hello");
+  return Status::Ok();
+}
+
+bool VmRuntimeImpl::UseKvm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir, bool have_disk) {
+  std::lock_guard<std::mutex> lock(accel_mu_);
+  if (accel_ != AccelState::kKvmUnproven) return accel_ == AccelState::kKvm;
+  const int64_t t0 = MonoNowNs();
+  Status proof = ProveKvm(spec, plan, state_dir, have_disk);
+  const std::string ms = std::to_string((MonoNowNs() - t0) / 1000000);
+  if (proof.ok()) {
+    accel_ = AccelState::kKvm;
+    LogInfo("vm", "accelerator: KVM (a guest booted under it in " + ms + " ms)");
+  } else {
+    accel_ = AccelState::kTcg;
+    LogWarn("vm", "accelerator: TCG (emulation) from now on: KVM did not run the guest (" + ms + " ms): " +
+                      proof.ToString());
+  }
+  return accel_ == AccelState::kKvm;
+}
+
+Status VmRuntimeImpl::ProveKvm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir, bool have_disk) {
+  // A copy of a disk this launch may use: its own (a restore, a reboot), never written by the
+  // proof, or the template's image (a fresh root; built from that root only then).
+  UniqueFd disk;
+  std::string what;
+  if (have_disk) {
+    ASSIGN_OR_RETURN(disk, OpenVmStateFile(state_dir, kVmDiskName, O_RDONLY));
+    what = std::string(kVmStateDir) + "/" + kVmDiskName;
+  } else {
+    std::lock_guard<std::mutex> assets(assets_mu_);
+    ASSIGN_OR_RETURN(what, vm::EnsureTemplateDisk(image_dir_, spec.template_digest, spec.rootfs, kDiskSlackBytes,
+                                                  config_.tree_runner));
+    ASSIGN_OR_RETURN(disk, OpenFd(what, O_RDONLY | O_CLOEXEC));
+  }
+  const std::string tmp = image_dir_ + "/kvm-proof-" + std::to_string(::getpid()) + "-" + spec.id;
+  RETURN_IF_ERROR(MakeDirs(tmp, 0700));
+  ASSIGN_OR_RETURN(UniqueFd tmp_fd, OpenFd(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  Status st = [&]() -> Status {
+    RETURN_IF_ERROR(vm::CloneFdAt(disk.get(), what, tmp_fd.get(), kVmDiskName));
+    vm::QemuPlan boot = plan;
+    boot.kvm = true;
+    boot.restore = false;
+    boot.tap = false;
+    SandboxSpec boot_spec = spec;
+    boot_spec.restore_state.clear();
+    ASSIGN_OR_RETURN(std::shared_ptr<Vm> vm, StartVmm(boot_spec, boot, tmp_fd.get()));
+    Status hello = WaitHello(*vm, kKvmProofTimeoutMs);
+    KillVmm(*vm);
+    return hello;
+  }();
+  ::unlinkat(tmp_fd.get(), kVmDiskName, 0);
+  ::rmdir(tmp.c_str());
+  return st;
 }
 
 Status VmRuntimeImpl::Destroy(const std::string& id) {
@@ -904,11 +988,17 @@ Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, co
   RETURN_IF_ERROR(MakeDirs(config.run_dir, 0711));
   RETURN_IF_ERROR(MakeDirs(image_dir, 0700));
   ASSIGN_OR_RETURN(ns::Cgroups cgroups, ns::Cgroups::Probe(config.cgroup_root, config.cgroup_name, config.cgroup_acts));
-  // KVM when the VMM can use it (it joins /dev/kvm's group to open it); TCG otherwise.
-  Result<gid_t> kvm = vm::KvmGroupForVmm();
+  ASSIGN_OR_RETURN(vm::Accel accel, vm::ParseAccel(config.vm_accel));
+  // KVM is tried when the VMM could open the device (it joins /dev/kvm's group to), or when
+  // the operator says so; the first launch proves it (UseKvm). TCG otherwise.
+  Result<gid_t> kvm = accel == vm::Accel::kTcg ? Unavailable("--accel tcg") : vm::KvmGroupForVmm();
+  bool kvm_candidate = kvm.ok();
   if (kvm.ok()) {
-    LogInfo("vm", "accelerator: KVM");
-  } else if (kvm.status().code() != StatusCode::kNotFound) {
+    LogInfo("vm", "accelerator: KVM, to be proven by the first vm launch");
+  } else if (accel == vm::Accel::kKvm) {
+    kvm_candidate = true;
+    LogWarn("vm", "--accel kvm: trying KVM though " + kvm.status().message() + "; the first vm launch proves it");
+  } else if (kvm.status().code() != StatusCode::kNotFound || accel == vm::Accel::kTcg) {
     LogInfo("vm", "accelerator: TCG (emulation): " + kvm.status().message());
   }
   ASSIGN_OR_RETURN(UniqueFd exe_low, OpenFd("/proc/self/exe", O_PATH | O_CLOEXEC));
@@ -918,7 +1008,7 @@ Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, co
   UniqueFd alive_r_low(alive[0]), alive_w_low(alive[1]);
   ASSIGN_OR_RETURN(UniqueFd alive_r, ParkHigh(std::move(alive_r_low)));
   ASSIGN_OR_RETURN(UniqueFd alive_w, ParkHigh(std::move(alive_w_low)));
-  return std::unique_ptr<Runtime>(new VmRuntimeImpl(config, image_dir, std::move(cgroups), kvm.ok(), kvm.ok() ? *kvm : 0,
+  return std::unique_ptr<Runtime>(new VmRuntimeImpl(config, image_dir, std::move(cgroups), kvm_candidate, kvm.ok() ? *kvm : 0,
                                                     HostTscKhz(), std::move(exe), std::move(alive_r),
                                                     std::move(alive_w)));
 }
