@@ -278,8 +278,9 @@ void Api::Metrics(Request& req, Responder& res) {
   out += "space_sandboxes_live " + std::to_string(node_->live_count()) + "\n";
   out += node_->WarmPoolMetrics();
   if (std::string accel = node_->vm_accelerator(); !accel.empty()) {
-    out += "# HELP space_vm_accelerator What runs vm sandboxes' CPUs on this node (kvm, tcg, or kvm-unproven until "
-           "the first vm launch proves it).\n# TYPE space_vm_accelerator gauge\n";
+    out +=
+        "# HELP space_vm_accelerator What runs vm sandboxes' CPUs on this node (kvm, tcg, or kvm-unproven until "
+        "the first vm launch proves it).\n# TYPE space_vm_accelerator gauge\n";
     out += "space_vm_accelerator{accelerator=\"" + accel + "\"} 1\n";
   }
   res.Send(200, "text/plain; version=0.0.4", out);

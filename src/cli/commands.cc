@@ -32,7 +32,7 @@ CLI::App* RegisterDev(CLI::App& app, daemon::DevOptions* dev) {
   cmd->add_option("--api-rate-limit", dev->api_rate_limit,
                   "requests per second per API key, RATE[:BURST] (default 1000:2000; 0 = off)");
   cmd->add_option("--warm-pool", dev->warm_pool,
-                  "pre-created sandboxes per template, TEMPLATE=N[,TEMPLATE=N...] (default: none)");
+                  "pre-created sandboxes per template and runtime, TEMPLATE[:vm]=N[,...] (default: none)");
   cmd->add_flag("--no-egress", dev->no_egress, "no sandbox network at all (egress profiles are refused)");
   cmd->add_option("--accel", dev->accel,
                   "what runs vm sandboxes: auto (KVM when a guest boots under it, else TCG), kvm (try KVM even where "

@@ -38,7 +38,8 @@ void FleetCommands::Register(CLI::App& app) {
   node_cmd_->add_option("--guest", node_.guest_binary, "path of the static spaced binary");
   node_cmd_->add_option("--import-root", node_.import_root,
                         "directory template imports may read, resolved as their root (default /: anywhere)");
-  node_cmd_->add_option("--warm-pool", node_.warm_pool, "pre-created sandboxes per template, TEMPLATE=N[,...]");
+  node_cmd_->add_option("--warm-pool", node_.warm_pool,
+                        "pre-created sandboxes per template and runtime, TEMPLATE[:vm]=N[,...]");
   node_cmd_->add_flag("--no-egress", node_.no_egress, "no sandbox network at all");
   node_cmd_->add_option("--accel", node_.accel, "what runs vm sandboxes: auto, kvm or tcg (see space dev --help)");
   node_cmd_->add_option("--egress-dns", node_.egress_dns, "resolver the egress gateway asks (IP[:PORT])");

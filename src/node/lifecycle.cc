@@ -118,10 +118,18 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
   if (req.runtime == store::RuntimeKind::kVm && !d_.runtimes->vm()) {
     return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
   }
-  // Warm pools hold ns sandboxes of a template, never a restore.
-  std::shared_ptr<WarmSandbox> warm = allow_warm && req.runtime == store::RuntimeKind::kNs && req.from_snapshot.empty()
-                                          ? warm_.Take(req.template_name, req.resources.memory_mb)
-                                          : nullptr;
+  // Warm pools hold sandboxes of a template, never a restore; a pooled VM has no NIC backend
+  // and fixed vCPUs (lifecycle_warm.cc).
+  const bool vm_create = req.runtime == store::RuntimeKind::kVm;
+  const std::string pool_key = WarmPoolKey(req.template_name, vm_create);
+  std::shared_ptr<WarmSandbox> warm;
+  if (allow_warm && req.from_snapshot.empty()) {
+    if (vm_create && (!egress.empty() || req.resources.cpus != kWarmCpus)) {
+      warm_.CountMiss(pool_key);
+    } else {
+      warm = warm_.Take(pool_key, req.resources.memory_mb);
+    }
+  }
   if (warm && !current_digest.empty() && warm->template_digest != current_digest) {
     DestroyWarm(warm);
     warm.reset();
@@ -279,7 +287,16 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
     spec.guest_mac = vm_link->mac;
     (*steps)["egress.net_tap"] = static_cast<double>(MonoNowNs() - t) / 1e6;
   }
+  // A pooled VM is launched by the low-priority refill thread: its VMM and every thread QEMU
+  // makes later inherit the launching thread's nice value, so the launch runs at normal
+  // priority (a cold VM's); ns sandboxes get theirs back below.
+  const int launch_nice = ::getpriority(PRIO_PROCESS, 0);
+  const bool renice_launch = pooled != nullptr && vm && launch_nice != 0;
+  if (renice_launch) {
+    if (Status st = SetThreadNice(d_.privileged, 0); !st.ok()) LogWarn("warm", st.ToString());
+  }
   auto launched = rt->Launch(spec);
+  if (renice_launch) (void)SetThreadNice(nullptr, launch_nice);  // a raise: needs nothing
   // The VMM holds its own copy now; ours goes, so the link lives exactly as long as the VMM.
   if (vm_link) vm_link->tap.reset();
   if (!launched.ok()) {
@@ -322,7 +339,10 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
     if (nice_before != 0) {
       if (Status st = SetThreadNice(d_.privileged, 0); !st.ok()) LogWarn("warm", st.ToString());
     }
-    Status started = live->guest->Start(kHelloTimeoutMs);
+    // A pooled VM restored from its template's checkpoint said hello long ago (to the template
+    // VM's connection): it is resynchronized, as any restore is.
+    Status started = launched->restored ? live->guest->Resume(kVmHelloTimeoutMs)
+                                        : live->guest->Start(vm ? kVmHelloTimeoutMs : kHelloTimeoutMs);
     if (nice_before != 0) (void)SetThreadNice(nullptr, nice_before);  // a raise: needs nothing
     if (Status st = started; !st.ok()) {
       live->guest->Shutdown();

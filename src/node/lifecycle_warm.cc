@@ -8,6 +8,11 @@
 // request's own env), timeout, snapshot policy and egress (veth, gateway registration). A
 // create asking for memory_mb other than the pool's is served cold: /dev/shm was sized from it.
 //
+// A vm pool (`--warm-pool base:vm=2`) holds VMs restored from the template's checkpoint (or
+// booted, without one) with no NIC backend: a vm create with egress profiles, or asking for
+// other cpus or memory_mb, is served cold (its tap is made before its VMM; vCPUs and RAM are
+// fixed at boot).
+//
 // Pooled sandboxes have no store record. A crashed node's Reconcile ends every runtime it finds
 // and removes every root without a live record, so they leave nothing behind; a clean Stop
 // destroys them.
@@ -25,13 +30,17 @@ bool IsPerUserEnv(const std::string& k) { return k == "HOME" || k == "USER" || k
 
 }  // namespace
 
-Result<std::shared_ptr<WarmSandbox>> Lifecycle::MakeWarm(const std::string& template_name) {
+Result<std::shared_ptr<WarmSandbox>> Lifecycle::MakeWarm(const std::string& pool) {
+  bool vm = false;
+  const std::string template_name = WarmPoolTemplate(pool, &vm);
+  if (vm && !d_.runtimes->vm()) return Unavailable("warm pool " + pool + ": this node has no vm runtime");
   ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, d_.pool->EnsureTemplate(template_name, [&](const std::string& l) {
     LogInfo("template " + template_name, l);
   }));
   store::Sandbox rec;
   rec.id = NewId("sbx");
   rec.template_name = template_name;
+  rec.runtime = vm ? store::RuntimeKind::kVm : store::RuntimeKind::kNs;
   rec.template_digest = tmpl.digest;
   rec.resources = {.cpus = kWarmCpus, .memory_mb = kWarmMemoryMb, .disk_mb = kWarmDiskMb};
   RETURN_IF_ERROR(d_.pool->CreateRoot(rec.id, tmpl.digest, static_cast<uint64_t>(kWarmDiskMb) << 20).status());
@@ -42,7 +51,7 @@ Result<std::shared_ptr<WarmSandbox>> Lifecycle::MakeWarm(const std::string& temp
     return st;
   }
   auto warm = std::make_shared<WarmSandbox>();
-  warm->template_name = template_name;
+  warm->pool = pool;
   warm->template_digest = tmpl.digest;
   warm->live = std::move(live);
   warm->ready_mono_ns = MonoNowNs();
@@ -52,7 +61,7 @@ Result<std::shared_ptr<WarmSandbox>> Lifecycle::MakeWarm(const std::string& temp
 void Lifecycle::DestroyWarm(const std::shared_ptr<WarmSandbox>& warm) {
   const std::shared_ptr<LiveSandbox>& live = warm->live;
   live->guest->Shutdown();
-  if (Status st = d_.runtimes->ns()->Destroy(live->id); !st.ok()) LogWarn("warm", st.ToString());
+  if (Status st = live->runtime->Destroy(live->id); !st.ok()) LogWarn("warm", st.ToString());
   d_.uid_slots->Release(live->uid_slot);
   if (Status st = d_.pool->DestroyRoot(live->id); !st.ok()) LogWarn("warm", st.ToString());
 }
@@ -70,7 +79,7 @@ Status Lifecycle::HandOut(store::Sandbox* rec, const CreateRequest& req, const s
       limits.cpus = req.resources.cpus;
       limits.memory_bytes = static_cast<uint64_t>(kWarmMemoryMb) << 20;
       limits.pids_max = runtime::PidsMaxFor(limits.memory_bytes);
-      RETURN_IF_ERROR(d_.runtimes->ns()->UpdateLimits(rec->id, limits));
+      RETURN_IF_ERROR(live->runtime->UpdateLimits(rec->id, limits));
     }
     if (req.resources.disk_mb != kWarmDiskMb) {
       RETURN_IF_ERROR(d_.pool->SetRootDiskLimit(rec->id, static_cast<uint64_t>(req.resources.disk_mb) << 20));
@@ -89,6 +98,7 @@ Status Lifecycle::HandOut(store::Sandbox* rec, const CreateRequest& req, const s
     d_.live->Insert(live);
     registered = true;
     if (rec->has_egress()) {
+      if (rec->runtime == store::RuntimeKind::kVm) return Internal("a pooled vm sandbox cannot take egress profiles");
       if (!d_.egress)
         return Unavailable("sandbox " + rec->id + " has egress profiles but egress is disabled on this node");
       const int64_t t = MonoNowNs();
@@ -98,7 +108,7 @@ Status Lifecycle::HandOut(store::Sandbox* rec, const CreateRequest& req, const s
     return Status::Ok();
   }();
   if (!st.ok()) {
-    warm_.CountDiscarded(warm->template_name);
+    warm_.CountDiscarded(warm->pool);
     if (registered) {
       Teardown(rec->id);
       if (Status d = d_.pool->DestroyRoot(rec->id); !d.ok()) LogWarn("warm", d.ToString());

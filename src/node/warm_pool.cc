@@ -29,9 +29,19 @@ Result<std::map<std::string, int>> ParseWarmPoolSpec(std::string_view text) {
     }
     std::string name(TrimSpace(item.substr(0, eq)));
     std::string_view count_text = TrimSpace(item.substr(eq + 1));
+    bool vm = false;
+    if (size_t colon = name.find(':'); colon != std::string::npos) {
+      const std::string runtime = name.substr(colon + 1);
+      if (runtime != "vm" && runtime != "ns") {
+        return InvalidArgument("--warm-pool: runtime of \"" + name + "\" must be ns or vm");
+      }
+      vm = runtime == "vm";
+      name.resize(colon);
+    }
     if (Status st = storage::ValidateTemplateName(name); !st.ok()) {
       return InvalidArgument("--warm-pool: bad template name \"" + name + "\": " + st.message());
     }
+    name = WarmPoolKey(name, vm);
     int count = -1;
     auto [end, ec] = std::from_chars(count_text.data(), count_text.data() + count_text.size(), count);
     if (count_text.empty() || ec != std::errc() || end != count_text.data() + count_text.size() || count < 0 ||
@@ -48,6 +58,16 @@ Result<std::map<std::string, int>> ParseWarmPoolSpec(std::string_view text) {
     text.remove_prefix(comma + 1);
   }
   return out;
+}
+
+std::string WarmPoolKey(const std::string& template_name, bool vm) {
+  return vm ? template_name + ":vm" : template_name;
+}
+
+std::string WarmPoolTemplate(const std::string& key, bool* vm) {
+  const size_t colon = key.find(':');
+  *vm = colon != std::string::npos;
+  return key.substr(0, colon);
 }
 
 std::string WarmPoolMetricsText(const std::map<std::string, WarmCounters>& pools) {
@@ -81,8 +101,12 @@ std::string WarmPoolMetricsText(const std::map<std::string, WarmCounters>& pools
   for (const Family& f : kFamilies) {
     out += std::string("# HELP ") + f.name + " " + f.help + "\n# TYPE " + f.name + " " + f.type + "\n";
     // Template names are [a-z0-9._-]: nothing to escape inside the label value.
-    for (const auto& [name, c] : pools) {
-      out += std::string(f.name) + "{template=\"" + name + "\"} " + std::to_string(f.get(c)) + "\n";
+    for (const auto& [key, c] : pools) {
+      bool vm = false;
+      const std::string name = WarmPoolTemplate(key, &vm);
+      // ns pools keep the one label they always had; vm pools add theirs.
+      out += std::string(f.name) + "{template=\"" + name + (vm ? "\",runtime=\"vm" : "") + "\"} " +
+             std::to_string(f.get(c)) + "\n";
     }
   }
   return out;

@@ -1,5 +1,6 @@
-// Warm pools: the `--warm-pool base=4,busybox=8` setting (how many pre-created sandboxes the
-// node keeps per template) and the per-template counters that /metrics shows.
+// Warm pools: the `--warm-pool base=4,busybox=8,base:vm=2` setting (how many pre-created
+// sandboxes the node keeps per template and runtime) and the per-pool counters that /metrics
+// shows.
 //
 // The pools themselves are WarmPools (node/warm_pools.h). Pure functions and a plain struct;
 // WarmCounters is guarded by whoever owns it (WarmPools).
@@ -18,14 +19,23 @@ inline constexpr int kMaxWarmPerTemplate = 256;
 inline constexpr int kMaxWarmTotal = 1024;
 inline constexpr size_t kMaxWarmSpecBytes = 4096;
 
-// Parses "name=count[,name=count...]" (whitespace around items allowed; "" = no pools).
-// Names are template names ([a-z0-9][a-z0-9._-]{0,62}); counts 0..kMaxWarmPerTemplate, at most
-// kMaxWarmTotal in all; a template may appear once.
+// Parses "pool=count[,pool=count...]" (whitespace around items allowed; "" = no pools). A pool
+// is a template name ([a-z0-9][a-z0-9._-]{0,62}), for ns sandboxes, or NAME:vm for vm
+// sandboxes of that template (NAME:ns is NAME); counts 0..kMaxWarmPerTemplate, at most
+// kMaxWarmTotal in all; a pool may appear once. Keys are as WarmPoolKey makes them.
 Result<std::map<std::string, int>> ParseWarmPoolSpec(std::string_view text);
+
+// The pool of `template_name`'s sandboxes of one runtime: the name for ns, "NAME:vm" for vm
+// (template names hold no ':').
+std::string WarmPoolKey(const std::string& template_name, bool vm);
+// The other way: the template name, and whether the pool holds vm sandboxes.
+std::string WarmPoolTemplate(const std::string& key, bool* vm);
 
 // The resources every pooled sandbox is started with: the API's defaults. A create asking for
 // other cpus or disk_mb is adjusted at hand-out; one asking for other memory_mb is served cold,
-// because /dev/shm is sized from memory at mount time.
+// because /dev/shm is sized from memory at mount time (and a VM's RAM at boot). A vm create
+// asking for other cpus is served cold too (its vCPUs were fixed at boot), and so is one with
+// egress profiles (its NIC's host tap is made before its VMM).
 inline constexpr double kWarmCpus = 1;
 inline constexpr int64_t kWarmMemoryMb = 512;
 inline constexpr int64_t kWarmDiskMb = 2048;

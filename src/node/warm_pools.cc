@@ -69,19 +69,25 @@ void WarmPools::CreateFinished() {
   cv_.notify_all();
 }
 
-void WarmPools::CountDiscarded(const std::string& template_name) {
+void WarmPools::CountDiscarded(const std::string& pool) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++counters_[template_name].discarded;
+  ++counters_[pool].discarded;
 }
 
-std::shared_ptr<WarmSandbox> WarmPools::Take(const std::string& template_name, int64_t memory_mb) {
+void WarmPools::CountMiss(const std::string& pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto c = counters_.find(pool);
+  if (c != counters_.end() && c->second.target > 0) ++c->second.misses;
+}
+
+std::shared_ptr<WarmSandbox> WarmPools::Take(const std::string& pool, int64_t memory_mb) {
   std::shared_ptr<WarmSandbox> out;
   std::vector<std::shared_ptr<WarmSandbox>> dead;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto c = counters_.find(template_name);
+    auto c = counters_.find(pool);
     if (c == counters_.end() || c->second.target == 0) return nullptr;
-    auto& ready = ready_[template_name];
+    auto& ready = ready_[pool];
     // /dev/shm was sized from the pool's memory when the sandbox was made.
     if (memory_mb != kWarmMemoryMb) {
       ++c->second.misses;

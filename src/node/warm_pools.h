@@ -29,7 +29,7 @@ namespace space::node {
 
 // A pooled sandbox: booted over its own root with the pool's default resources (kWarm*).
 struct WarmSandbox {
-  std::string template_name;
+  std::string pool;  // the pool's key (warm_pool.h WarmPoolKey): template and runtime
   std::string template_digest;
   std::shared_ptr<LiveSandbox> live;  // id, uid slot, guest, init pid
   int64_t ready_mono_ns = 0;
@@ -37,7 +37,7 @@ struct WarmSandbox {
 
 // How pooled sandboxes come to be and end.
 struct SandboxFactory {
-  std::function<Result<std::shared_ptr<WarmSandbox>>(const std::string& template_name)> make;
+  std::function<Result<std::shared_ptr<WarmSandbox>>(const std::string& pool)> make;
   // Ends one entirely (runtime, root, uid slot).
   std::function<void(const std::shared_ptr<WarmSandbox>&)> destroy;
 };
@@ -51,11 +51,14 @@ class WarmPools {
   // Ends the refill thread and every pooled sandbox.
   void Stop();
 
-  // A live pooled sandbox of `template_name` for a create asking for `memory_mb`, or null
+  // A live pooled sandbox of pool `pool` (WarmPoolKey) for a create asking for `memory_mb`, or null
   // (counted as a miss when the template has a pool). A dead one found on the way is ended.
-  std::shared_ptr<WarmSandbox> Take(const std::string& template_name, int64_t memory_mb);
+  std::shared_ptr<WarmSandbox> Take(const std::string& pool, int64_t memory_mb);
+  // A create the pool `pool` holds sandboxes for but could not serve for what it asked (a vm
+  // create with egress profiles or other cpus): a miss, when that pool exists.
+  void CountMiss(const std::string& pool);
   // A handed-out sandbox failed its hand-out.
-  void CountDiscarded(const std::string& template_name);
+  void CountDiscarded(const std::string& pool);
   // Pacing: creates in flight hold refills back; any create, destroy or exec delays them.
   void CreateStarted();
   void CreateFinished();

@@ -19,7 +19,7 @@ struct FakeFactory {
     return {.make = [this](const std::string& tmpl) -> Result<std::shared_ptr<WarmSandbox>> {
               if (fail) return Unavailable("no room");
               auto w = std::make_shared<WarmSandbox>();
-              w->template_name = tmpl;
+              w->pool = tmpl;
               w->live = std::make_shared<LiveSandbox>();
               w->live->id = "sbx_" + std::to_string(++made);
               return w;
@@ -43,7 +43,7 @@ TEST(WarmPoolsTest, FillsToTargetAndHandsOut) {
   ASSERT_TRUE(WaitFor([&] { return f.made == 3; })) << f.made;
   auto w = pools.Take("busybox", kWarmMemoryMb);
   ASSERT_NE(w, nullptr);
-  EXPECT_EQ(w->template_name, "busybox");
+  EXPECT_EQ(w->pool, "busybox");
   EXPECT_EQ(pools.Take("base", kWarmMemoryMb), nullptr);  // no pool for it
   EXPECT_EQ(pools.Take("busybox", 1024), nullptr);        // other memory: served cold
   ASSERT_TRUE(WaitFor([&] { return f.made == 4; }));      // refilled after the hand-out

@@ -17,9 +17,12 @@ Result<Accel> ParseAccel(std::string_view text) {
 
 const char* AccelName(Accel accel) {
   switch (accel) {
-    case Accel::kAuto: return "auto";
-    case Accel::kKvm: return "kvm";
-    case Accel::kTcg: return "tcg";
+    case Accel::kAuto:
+      return "auto";
+    case Accel::kKvm:
+      return "kvm";
+    case Accel::kTcg:
+      return "tcg";
   }
   return "?";
 }

@@ -411,8 +411,8 @@ class VmRuntimeImpl final : public Runtime {
   const ns::Cgroups cgroups_;
   const gid_t kvm_gid_;
   enum class AccelState { kKvmUnproven, kKvm, kTcg };
-  std::mutex accel_mu_;  // held through the proof boot: launches wait for its verdict
-  AccelState accel_;     // GUARDED_BY(accel_mu_)
+  std::mutex accel_mu_;         // held through the proof boot: launches wait for its verdict
+  AccelState accel_;            // GUARDED_BY(accel_mu_)
   const int64_t host_tsc_khz_;  // 0 when unknown
   // New sandboxes restore a saved, booted VM of their template instead of booting one;
   // SPACE_VM_TEMPLATE_CHECKPOINTS=0 turns that off (cold boots, e.g. to measure them).
@@ -852,8 +852,8 @@ bool VmRuntimeImpl::UseKvm(const SandboxSpec& spec, const vm::QemuPlan& plan, in
     LogInfo("vm", "accelerator: KVM (a guest booted under it in " + ms + " ms)");
   } else {
     accel_ = AccelState::kTcg;
-    LogWarn("vm", "accelerator: TCG (emulation) from now on: KVM did not run the guest (" + ms + " ms): " +
-                      proof.ToString());
+    LogWarn("vm",
+            "accelerator: TCG (emulation) from now on: KVM did not run the guest (" + ms + " ms): " + proof.ToString());
   }
   return accel_ == AccelState::kKvm;
 }
@@ -1008,9 +1008,9 @@ Result<std::unique_ptr<Runtime>> CreateVmRuntime(const RuntimeConfig& config, co
   UniqueFd alive_r_low(alive[0]), alive_w_low(alive[1]);
   ASSIGN_OR_RETURN(UniqueFd alive_r, ParkHigh(std::move(alive_r_low)));
   ASSIGN_OR_RETURN(UniqueFd alive_w, ParkHigh(std::move(alive_w_low)));
-  return std::unique_ptr<Runtime>(new VmRuntimeImpl(config, image_dir, std::move(cgroups), kvm_candidate, kvm.ok() ? *kvm : 0,
-                                                    HostTscKhz(), std::move(exe), std::move(alive_r),
-                                                    std::move(alive_w)));
+  return std::unique_ptr<Runtime>(new VmRuntimeImpl(config, image_dir, std::move(cgroups), kvm_candidate,
+                                                    kvm.ok() ? *kvm : 0, HostTscKhz(), std::move(exe),
+                                                    std::move(alive_r), std::move(alive_w)));
 }
 
 }  // namespace space::runtime
