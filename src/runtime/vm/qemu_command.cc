@@ -8,7 +8,11 @@ std::vector<std::string> QemuArgs(const QemuPlan& p) {
   add({"-name", "space-vm-" + p.hostname});
   // microvm: virtio-mmio only, no PCI, no firmware; ACPI describes the virtio-mmio devices
   // (Debian's kernel lacks VIRTIO_MMIO_CMDLINE_DEVICES, so acpi=off would hide them).
-  add({"-M", "microvm,acpi=on"});
+  // The guest's RAM is a file mapped shared (guest_ram.h), reached by name through its
+  // inherited fd: QEMU 7.2 opens a mem-path with open(2), not through fd sets.
+  add({"-object", "memory-backend-file,id=ram,size=" + std::to_string(p.memory_mb) +
+                      "M,share=on,mem-path=/proc/self/fd/" + std::to_string(kRamFd)});
+  add({"-M", "microvm,acpi=on,memory-backend=ram"});
   if (p.kvm) {
     add({"-accel", "kvm", "-cpu", "host"});
   } else {
@@ -49,7 +53,7 @@ std::vector<std::string> QemuArgs(const QemuPlan& p) {
        p.tap ? "tap,id=net0,vhost=off,fd=" + std::to_string(kTapFd) : std::string("hubport,id=net0,hubid=0")});
   add({"-device", "virtio-net-device,netdev=net0,mac=" + p.mac});
   add({"-chardev", "socket,id=qmp,fd=" + std::to_string(kQmpFd), "-mon", "chardev=qmp,mode=control"});
-  if (p.restore) add({"-incoming", "fd:" + std::to_string(kIncomingFd)});
+  if (p.restore) add({"-incoming", "defer"});
   return a;
 }
 

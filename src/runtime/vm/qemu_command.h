@@ -15,7 +15,8 @@ inline constexpr int kConsoleFd = 6;   // serial console log, write-only
 inline constexpr int kIncomingFd = 7;  // memory and device state to restore (optional)
 inline constexpr int kDiskReadOnlyFd = 8;  // the same disk image, read-only: QEMU probes it so
 inline constexpr int kTapFd = 9;           // the host tap of the guest's NIC (optional)
-inline constexpr int kInheritedFds = 7;    // kChannelFd .. kTapFd
+inline constexpr int kRamFd = 10;          // the guest's RAM file (guest_ram.h), read-write
+inline constexpr int kInheritedFds = 8;    // kChannelFd .. kRamFd
 // The virtserialport's name; spaced looks it up in /sys/class/virtio-ports.
 inline constexpr char kPortName[] = "space.0";
 
@@ -27,7 +28,12 @@ struct QemuPlan {
   std::string hostname;      // passed on the kernel command line; [A-Za-z0-9._-]
   int memory_mb = 512;
   int cpus = 1;
-  bool restore = false;      // -incoming from kIncomingFd
+  // Restore from kIncomingFd: QEMU waits for migrate-incoming (the node sets the migration
+  // capabilities the stream was saved with first). `restore_ram_file`: the stream is device
+  // state only and the RAM file (kRamFd, guest_ram.h) holds the saved RAM; otherwise the
+  // stream carries the RAM and the file starts empty.
+  bool restore = false;
+  bool restore_ram_file = false;
   // The guest's one NIC (virtio-net): its frames go to the host tap at kTapFd, or, without
   // one, to a hub port with nothing else on it (the device set, and so a checkpoint's, is the
   // same either way). `mac`: "52:54:00:xx:xx:xx".

@@ -25,7 +25,7 @@ TEST(QemuArgs, MinimalDeviceSetAndContainment) {
   p.hostname = "sbx-1";
   auto a = QemuArgs(p);
   EXPECT_EQ(a[0], "/usr/bin/qemu-system-x86_64");
-  EXPECT_TRUE(Has(a, "-M", "microvm,acpi=on"));
+  EXPECT_TRUE(Has(a, "-M", "microvm,acpi=on,memory-backend=ram"));
   EXPECT_TRUE(Has(a, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"));
   EXPECT_TRUE(Has(a, "-nic", "none"));
   EXPECT_EQ(Count(a, "-nodefaults"), 1);
@@ -51,6 +51,13 @@ TEST(QemuArgs, MinimalDeviceSetAndContainment) {
   EXPECT_TRUE(Has(QemuArgs(p), "-chardev", "file,id=console,path=/dev/fdset/2"));
 }
 
+TEST(QemuArgs, RamIsTheInheritedFileMappedShared) {
+  auto a = QemuArgs(QemuPlan{});
+  EXPECT_TRUE(Has(a, "-M", "microvm,acpi=on,memory-backend=ram"));
+  EXPECT_EQ(Count(a, "-object"), 1);
+  EXPECT_TRUE(Has(a, "-object", "memory-backend-file,id=ram,size=512M,share=on,mem-path=/proc/self/fd/10"));
+}
+
 TEST(QemuArgs, RestoreAndKvm) {
   QemuPlan p;
   p.kvm = true;
@@ -58,9 +65,11 @@ TEST(QemuArgs, RestoreAndKvm) {
   p.memory_mb = 256;
   p.cpus = 2;
   auto a = QemuArgs(p);
-  EXPECT_TRUE(Has(a, "-incoming", "fd:7"));
+  // The node starts the incoming migration over QMP, after setting its capabilities.
+  EXPECT_TRUE(Has(a, "-incoming", "defer"));
   EXPECT_TRUE(Has(a, "-accel", "kvm"));
   EXPECT_TRUE(Has(a, "-m", "256M"));
+  EXPECT_TRUE(Has(a, "-object", "memory-backend-file,id=ram,size=256M,share=on,mem-path=/proc/self/fd/10"));
   EXPECT_TRUE(Has(a, "-smp", "2"));
 }
 

@@ -31,6 +31,7 @@
 #include "runtime/ns/cgroup.h"
 #include "runtime/ns/userns.h"
 #include "runtime/vm/guest_assets.h"
+#include "runtime/vm/guest_ram.h"
 #include "runtime/vm/kvm_probe.h"
 #include "runtime/vm/qemu_command.h"
 #include "runtime/vm/qmp_client.h"
@@ -387,9 +388,16 @@ class VmRuntimeImpl final : public Runtime {
     if (::rename(dir.c_str(), stale.c_str()) != 0) return;  // already dropped by another launch
     ::unlink((stale + "/" + kVmDiskName).c_str());
     ::unlink((stale + "/" + kVmMemoryName).c_str());
+    ::unlink((stale + "/" + kVmRamName).c_str());
     ::rmdir(stale.c_str());
   }
   Result<std::shared_ptr<Vm>> StartVmm(const SandboxSpec& spec, const vm::QemuPlan& plan, int state_dir);
+  // Leaves the shared RAM (the RAM file) out of this VMM's migration streams from now on.
+  static Status SetIgnoreShared(Vm& vm) {
+    nlohmann::json cap = {{"capability", "x-ignore-shared"}, {"state", true}};
+    nlohmann::json args = {{"capabilities", nlohmann::json::array({cap})}};
+    return vm.qmp->Execute("migrate-set-capabilities", args).status().Annotate("x-ignore-shared");
+  }
   // Waits up to `timeout_ms` for spaced's hello on a freshly booted VM's channel.
   static Status WaitHello(Vm& vm, int timeout_ms);
   void KillVmm(Vm& vm) {
@@ -491,6 +499,11 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
   (void)::unlinkat(sd.get(), kVmMemoryTmpName, 0);
   ASSIGN_OR_RETURN(bool have_disk, HasVmStateFile(spec.rootfs, kVmDiskName));
   const bool fresh = spec.restore_state.empty() && !have_disk;
+  if (plan.restore) {
+    // Saved with its RAM in memory.ram (device state only in memory.state), or by a node that
+    // kept RAM in the stream.
+    ASSIGN_OR_RETURN(plan.restore_ram_file, HasVmStateFile(spec.rootfs, kVmRamName));
+  }
   RETURN_IF_ERROR(
       PrepareDisk(spec, sd.get(), &plan.kernel, &plan.initrd).Annotate("sandbox " + spec.id + ": guest assets"));
   mark("vm_assets");
@@ -538,7 +551,10 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
       RETURN_IF_ERROR(vm::CloneFileAt(ckpt + "/" + kVmDiskName, sd.get(), kVmDiskName));
       restore_state = state_dir + "/" + kVmMemoryName;
       RETURN_IF_ERROR(vm::CloneFileAt(ckpt + "/" + kVmMemoryName, sd.get(), kVmMemoryName));
+      // The RAM: a reflink, whatever the guest's size; pages are read as the guest touches them.
+      RETURN_IF_ERROR(vm::CloneFileAt(ckpt + "/" + kVmRamName, sd.get(), kVmRamName));
       plan.restore = true;
+      plan.restore_ram_file = true;
       mark("vm_clone_checkpoint");
       return Status::Ok();
     }();
@@ -549,6 +565,7 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
       if (restore_state != spec.restore_state) ::unlinkat(sd.get(), kVmMemoryName, 0);
       restore_state = spec.restore_state;
       plan.restore = false;
+      plan.restore_ram_file = false;
       template_ckpt.clear();
       Status cold = cold_disk();
       if (!cold.ok()) {
@@ -587,6 +604,8 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
       }
       ::usleep(10000);
     }
+    // RAM loaded from the stream is in the RAM file now: later checkpoints leave it out.
+    if (st.ok() && !plan.restore_ram_file) st = SetIgnoreShared(**vm);
     if (st.ok()) st = (*vm)->qmp->Execute("cont").status();
     if (!st.ok()) {
       std::string log = Tail(dir + "/console.log", 400);
@@ -603,6 +622,7 @@ Result<LaunchedSandbox> VmRuntimeImpl::Launch(const SandboxSpec& spec) {
     ::unlinkat(sd.get(), kVmDiskName, 0);
     ::unlinkat(sd.get(), kVmMemoryName, 0);
     plan.restore = false;
+    plan.restore_ram_file = false;
     launch_spec.restore_state = spec.restore_state;
     st = cold_disk();
     if (st.ok()) {
@@ -651,6 +671,9 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   if (plan.restore) {
     ASSIGN_OR_RETURN(incoming_fd, OpenVmStateFile(state_dir, kVmMemoryName, O_RDONLY));
   }
+  // The saved RAM a restore maps, or a new empty file (a boot; a restore whose stream carries RAM).
+  ASSIGN_OR_RETURN(UniqueFd ram_fd, vm::OpenGuestRam(state_dir, kVmRamName, static_cast<uint64_t>(plan.memory_mb) << 20,
+                                                     plan.restore && plan.restore_ram_file, spec.uid_base));
   // Parked above every fixed number, so the child's dup2s never clobber one another.
   UniqueFd parked[vm::kInheritedFds];
   const int sources[vm::kInheritedFds] = {channel_vmm.get(),
@@ -659,8 +682,9 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
                                           console_fd.get(),
                                           incoming_fd.valid() ? incoming_fd.get() : -1,
                                           disk_ro_fd.get(),
-                                          plan.tap ? spec.net_tap_fd : -1};
-  static_assert(vm::kTapFd == vm::kChannelFd + vm::kInheritedFds - 1);
+                                          plan.tap ? spec.net_tap_fd : -1,
+                                          ram_fd.get()};
+  static_assert(vm::kRamFd == vm::kChannelFd + vm::kInheritedFds - 1);
   ChildPlan p;
   for (int i = 0; i < vm::kInheritedFds; ++i) {
     p.fds[i] = -1;
@@ -721,6 +745,7 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   disk_ro_fd.reset();
   console_fd.reset();
   incoming_fd.reset();
+  ram_fd.reset();
   auto kill_child = [&] {
     // Waited for only once killed: a VMM out of reach (no broker) dies with the node.
     if (Status st = KillChildPid(config_.privileged, pid); !st.ok()) {
@@ -766,6 +791,16 @@ Result<std::shared_ptr<Vm>> VmRuntimeImpl::StartVmm(const SandboxSpec& spec, con
   }
   // Snapshots write at disk speed, not at QEMU's default migration rate limit.
   (void)vm->qmp->Execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}});
+  // A stream is loaded with the capabilities it was saved with: one that carries RAM (saved
+  // without x-ignore-shared) gets it once loaded (Launch).
+  Status st = !plan.restore || plan.restore_ram_file ? SetIgnoreShared(*vm) : Status::Ok();
+  if (st.ok() && plan.restore) {
+    st = vm->qmp->Execute("migrate-incoming", {{"uri", "fd:" + std::to_string(vm::kIncomingFd)}}).status();
+  }
+  if (!st.ok()) {
+    kill_child();
+    return st.Annotate("qemu " + spec.id);
+  }
   vm->channel = std::move(channel_node);
   return vm;
 }
@@ -778,6 +813,8 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   // "-n1": the device set with the NIC (a checkpoint restores only into the same devices).
   key += "-" + std::to_string(plan.memory_mb) + "m-" + std::to_string(plan.cpus) + "c-" +
          initrd_name.substr(0, initrd_name.find('.')) + "-n1";
+  // "-r1": RAM in its own file (kVmRamName), the state device state only.
+  key += "-r1";
   // A KVM guest's CPU (-cpu host) is not TCG's (-cpu max): a checkpoint restores under the
   // accelerator it was made with.
   key += plan.kvm ? "-kvm" : "-tcg";
@@ -786,7 +823,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
   if (::stat(plan.qemu_binary.c_str(), &qemu) != 0) return ErrnoStatus("stat", plan.qemu_binary, errno);
   key += "-q" + std::to_string(qemu.st_size) + "-" + std::to_string(qemu.st_mtim.tv_sec);
   const std::string dir = image_dir_ + "/checkpoints/" + key;
-  if (Exists(dir + "/" + kVmMemoryName)) return dir;
+  if (Exists(dir + "/" + kVmMemoryName) && Exists(dir + "/" + kVmRamName)) return dir;
   std::string image;
   {
     std::lock_guard<std::mutex> assets(assets_mu_);
@@ -800,6 +837,7 @@ Result<std::string> VmRuntimeImpl::EnsureTemplateCheckpoint(const SandboxSpec& s
     ::unlink((tmp + "/" + kVmDiskName).c_str());
     ::unlink((tmp + "/" + kVmMemoryName).c_str());
     ::unlink((tmp + "/" + kVmMemoryTmpName).c_str());
+    ::unlink((tmp + "/" + kVmRamName).c_str());
     ::rmdir(tmp.c_str());
   };
   Status st = [&]() -> Status {
@@ -889,6 +927,7 @@ Status VmRuntimeImpl::ProveKvm(const SandboxSpec& spec, const vm::QemuPlan& plan
     return hello;
   }();
   ::unlinkat(tmp_fd.get(), kVmDiskName, 0);
+  ::unlinkat(tmp_fd.get(), kVmRamName, 0);
   ::rmdir(tmp.c_str());
   return st;
 }

@@ -25,6 +25,10 @@ namespace space::runtime {
 // Inside kVmStateDir (runtime.h): the disk and the checkpoint.
 inline constexpr char kVmDiskName[] = "disk.img";
 inline constexpr char kVmMemoryName[] = "memory.state";
+// The guest's RAM, mapped shared by QEMU (guest_ram.h): a checkpoint's memory.state is then
+// device state only, and the RAM is this file as it was at the checkpoint (the pool's
+// snapshot of the root takes both at one instant).
+inline constexpr char kVmRamName[] = "memory.ram";
 // Where a checkpoint's memory state is written until QEMU reports it complete.
 inline constexpr char kVmMemoryTmpName[] = "memory.state.tmp";
 
