@@ -12,6 +12,7 @@
 #include "common/nice.h"
 #include "common/random.h"
 #include "node/owned_sandbox.h"
+#include "node/runtimes.h"
 #include "node/template_start.h"
 #include "node/templates.h"
 #include "runtime/vm/vm_runtime.h"
@@ -189,7 +190,7 @@ Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
     step_start = now;
   };
   Status st = [&]() -> Status {
-    const uint64_t disk_limit = static_cast<uint64_t>(req.resources.disk_mb) << 20;
+    const uint64_t disk_limit = RootQuotaBytes(rec.runtime, req.resources);
     if (!req.from_snapshot.empty()) {
       RETURN_IF_ERROR(d_.snapshots->EnsureLocal(req.from_snapshot));
       RETURN_IF_ERROR(d_.pool->CreateRootFromSnapshot(rec.id, req.from_snapshot, disk_limit).status());

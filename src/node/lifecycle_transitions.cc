@@ -5,6 +5,7 @@
 #include "common/random.h"
 #include "node/lifecycle.h"
 #include "node/owned_sandbox.h"
+#include "node/runtimes.h"
 
 namespace space::node {
 namespace {
@@ -102,8 +103,7 @@ Status Lifecycle::RunResumeFromStore(const std::string& id) {
   nlohmann::json steps = nlohmann::json::object();
   Status st = d_.snapshots->EnsureLocal(rec.head_snapshot);
   if (st.ok()) {
-    st = d_.pool->CreateRootFromSnapshot(id, rec.head_snapshot, static_cast<uint64_t>(rec.resources.disk_mb) << 20)
-             .status();
+    st = d_.pool->CreateRootFromSnapshot(id, rec.head_snapshot, RootQuotaBytes(rec.runtime, rec.resources)).status();
   }
   if (st.ok()) st = Boot(&rec, &steps);
   if (!st.ok()) {
@@ -162,7 +162,7 @@ Status Lifecycle::RunRollback(const std::string& id, const std::string& snap_id)
   RETURN_IF_ERROR(d_.snapshots->EnsureLocal(snap_id));
   Teardown(id);
   rec.uid_slot = -1;
-  Status st = d_.pool->ReplaceRootFromSnapshot(id, snap_id, static_cast<uint64_t>(rec.resources.disk_mb) << 20);
+  Status st = d_.pool->ReplaceRootFromSnapshot(id, snap_id, RootQuotaBytes(rec.runtime, rec.resources));
   nlohmann::json steps = nlohmann::json::object();
   if (st.ok()) st = Boot(&rec, &steps);
   if (!st.ok()) {

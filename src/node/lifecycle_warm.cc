@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "node/lifecycle.h"
+#include "node/runtimes.h"
 
 namespace space::node {
 namespace {
@@ -43,7 +44,7 @@ Result<std::shared_ptr<WarmSandbox>> Lifecycle::MakeWarm(const std::string& pool
   rec.runtime = vm ? store::RuntimeKind::kVm : store::RuntimeKind::kNs;
   rec.template_digest = tmpl.digest;
   rec.resources = {.cpus = kWarmCpus, .memory_mb = kWarmMemoryMb, .disk_mb = kWarmDiskMb};
-  RETURN_IF_ERROR(d_.pool->CreateRoot(rec.id, tmpl.digest, static_cast<uint64_t>(kWarmDiskMb) << 20).status());
+  RETURN_IF_ERROR(d_.pool->CreateRoot(rec.id, tmpl.digest, RootQuotaBytes(rec.runtime, rec.resources)).status());
   nlohmann::json steps = nlohmann::json::object();
   std::shared_ptr<LiveSandbox> live;
   if (Status st = Boot(&rec, &steps, &live); !st.ok()) {
@@ -82,7 +83,7 @@ Status Lifecycle::HandOut(store::Sandbox* rec, const CreateRequest& req, const s
       RETURN_IF_ERROR(live->runtime->UpdateLimits(rec->id, limits));
     }
     if (req.resources.disk_mb != kWarmDiskMb) {
-      RETURN_IF_ERROR(d_.pool->SetRootDiskLimit(rec->id, static_cast<uint64_t>(req.resources.disk_mb) << 20));
+      RETURN_IF_ERROR(d_.pool->SetRootDiskLimit(rec->id, RootQuotaBytes(rec->runtime, req.resources)));
     }
     // The create's env (with credential placeholders), as a cold boot would give it to spaced.
     for (const auto& [k, v] : rec->env) {

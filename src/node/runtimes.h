@@ -10,6 +10,14 @@
 
 namespace space::node {
 
+// The disk quota of a sandbox's root: what it may write. A vm sandbox's root also holds its
+// guest RAM file (runtime/vm/guest_ram.h), which a running guest writes as it uses memory: its
+// quota is disk_mb plus memory_mb, so using RAM never eats into the disk it asked for.
+inline uint64_t RootQuotaBytes(store::RuntimeKind kind, const store::Resources& r) {
+  const int64_t mb = r.disk_mb + (kind == store::RuntimeKind::kVm ? r.memory_mb : 0);
+  return static_cast<uint64_t>(mb) << 20;
+}
+
 class Runtimes {
  public:
   Runtimes(std::unique_ptr<runtime::NsRuntime> ns, std::unique_ptr<runtime::Runtime> vm)

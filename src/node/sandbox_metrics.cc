@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "node/owned_sandbox.h"
+#include "node/runtimes.h"
 #include "storage/btrfs.h"
 
 namespace space::node {
@@ -52,7 +53,7 @@ Result<ResourceSample> SandboxMetrics::Sample(const std::string& team, const std
   s.mem_total = static_cast<uint64_t>(rec.resources.memory_mb) << 20;
   s.mem_cache = u.cache_bytes;
   s.disk_used = disk.ok() ? *disk : 0;
-  s.disk_total = static_cast<uint64_t>(rec.resources.disk_mb) << 20;
+  s.disk_total = RootQuotaBytes(rec.runtime, rec.resources);
   return s;
 }
 
@@ -67,7 +68,6 @@ std::vector<LimitHit> SandboxMetrics::LimitsHit(const store::Sandbox& rec) {
     for (const auto& [pid, p] : live->processes) processes.push_back(p);
   }
   const int64_t memory_mb = rec.resources.memory_mb;
-  const int64_t disk_mb = rec.resources.disk_mb;
   if (live->runtime != nullptr) {
     if (auto u = live->runtime->Usage(rec.id); u.ok()) {
       if (u->oom_kills > 0) {
@@ -86,11 +86,11 @@ std::vector<LimitHit> SandboxMetrics::LimitsHit(const store::Sandbox& rec) {
   }
   // A quota is a level, not an event: reported while the root is within 1/64 of it (btrfs
   // refuses a write before the last bytes are used, since it reserves ahead).
-  const uint64_t disk_limit = static_cast<uint64_t>(disk_mb) << 20;
+  const uint64_t disk_limit = RootQuotaBytes(rec.runtime, rec.resources);
   if (auto used = storage::QgroupExclusiveBytes(pool_->RootPath(rec.id));
       used.ok() && disk_limit > 0 && *used + disk_limit / 64 >= disk_limit) {
     out.push_back({"disk", std::nullopt,
-                   "disk quota of " + std::to_string(disk_mb) + " MiB is full (" + Mib(*used) +
+                   "disk quota of " + std::to_string(disk_limit >> 20) + " MiB is full (" + Mib(*used) +
                        " written); writes fail with EDQUOT"});
   }
   // Output is capped per command; past the cap the guest counts it and drops it.

@@ -29,10 +29,10 @@ std::vector<std::string> QemuArgs(const QemuPlan& p) {
   add({"-kernel", p.kernel, "-initrd", p.initrd});
   // The kernel hands SPACE_VM and SPACE_HOSTNAME to init (spaced) as its environment.
   std::string clock = p.tsc_khz > 0 && !p.kvm ? "tsc_early_khz=" + std::to_string(p.tsc_khz) + " tsc=reliable " : "";
-  // init_on_free: pages the guest frees are zeroed, and QEMU's migration stream skips zero
-  // pages, so a checkpoint holds what the guest uses rather than all it ever touched.
-  add({"-append", "console=ttyS0 quiet loglevel=1 panic=-1 init_on_free=1 " + clock +
-                      "rdinit=/init SPACE_VM=1 SPACE_HOSTNAME=" + p.hostname});
+  // No init_on_free: the guest's RAM is a file (guest_ram.h), and zeroing every free page at
+  // boot would write all of it, where a guest that boots touches a few tens of MiB.
+  add({"-append",
+       "console=ttyS0 quiet loglevel=1 panic=-1 " + clock + "rdinit=/init SPACE_VM=1 SPACE_HOSTNAME=" + p.hostname});
   // Files come in as inherited fds (fd sets): the VMM's uid cannot open the node's paths.
   add({"-add-fd", "fd=" + std::to_string(kDiskFd) + ",set=1", "-add-fd",
        "fd=" + std::to_string(kDiskReadOnlyFd) + ",set=1", "-add-fd", "fd=" + std::to_string(kConsoleFd) + ",set=2"});
