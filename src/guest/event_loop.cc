@@ -255,7 +255,12 @@ void GuestDaemon::Reseed(const Frame& f) {
   // Synchronous on purpose: frames are handled in order, so nothing the node sends after
   // the reseed (its ping, then execs) runs before the CRNG has the host's randomness.
   Status st = ValidateReseed(f);
-  if (st.ok()) st = MixHostEntropy(f.payload);
+  if (st.ok()) st = MixHostEntropy(std::string_view(f.payload).substr(0, kReseedBytes));
+  // A vm guest owns its kernel's clock; an ns sandbox shares the host's and is never sent one.
+  if (const int64_t ns = st.ok() ? ReseedRealtimeNs(f) : 0; ns > 0 && ctx_.configures_network) {
+    const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    if (::clock_settime(CLOCK_REALTIME, &ts) != 0) st = ErrnoStatus("clock_settime", "CLOCK_REALTIME", errno);
+  }
   if (!st.ok()) {
     LogError(kLog, "reseed: " + st.ToString());
     SendError(0, st);

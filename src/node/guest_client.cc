@@ -63,7 +63,10 @@ Status GuestClient::Resume(int timeout_ms) {
     if (n < 0) return ErrnoStatus("getrandom", "reseed", errno);
     got += static_cast<size_t>(n);
   }
-  RETURN_IF_ERROR(WriteAll(channel_.get(), guest::EncodeReseed(entropy)));
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t realtime_ns = static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+  RETURN_IF_ERROR(WriteAll(channel_.get(), guest::EncodeReseed(entropy, realtime_ns)));
   const std::string nonce = "resume-" + RandomHex(8);
   RETURN_IF_ERROR(guest::WriteFrame(channel_.get(), guest::FrameType::kPing, 0, nonce));
   pollfd pfd{channel_.get(), POLLIN, 0};

@@ -37,15 +37,32 @@ std::string EncodeFrame(FrameType type, uint32_t stream, std::string_view payloa
   return out;
 }
 
-std::string EncodeReseed(std::string_view entropy) { return EncodeFrame(FrameType::kReseed, 0, entropy); }
+std::string EncodeReseed(std::string_view entropy, int64_t realtime_ns) {
+  std::string payload(entropy);
+  if (realtime_ns > 0) {
+    for (size_t i = 0; i < kReseedClockBytes; ++i) {
+      payload.push_back(static_cast<char>((static_cast<uint64_t>(realtime_ns) >> (8 * i)) & 0xff));
+    }
+  }
+  return EncodeFrame(FrameType::kReseed, 0, payload);
+}
+
+int64_t ReseedRealtimeNs(const Frame& frame) {
+  if (frame.payload.size() != kReseedBytes + kReseedClockBytes) return 0;
+  uint64_t v = 0;
+  for (size_t i = 0; i < kReseedClockBytes; ++i) {
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(frame.payload[kReseedBytes + i])) << (8 * i);
+  }
+  return static_cast<int64_t>(v);
+}
 
 Status ValidateReseed(const Frame& frame) {
   if (frame.type != FrameType::kReseed || frame.stream != 0) {
     return InvalidArgument("reseed frame: must be kReseed on stream 0");
   }
-  if (frame.payload.size() != kReseedBytes) {
+  if (frame.payload.size() != kReseedBytes && frame.payload.size() != kReseedBytes + kReseedClockBytes) {
     return InvalidArgument("reseed frame: " + std::to_string(frame.payload.size()) + " bytes, want " +
-                           std::to_string(kReseedBytes));
+                           std::to_string(kReseedBytes) + " or " + std::to_string(kReseedBytes + kReseedClockBytes));
   }
   return Status::Ok();
 }

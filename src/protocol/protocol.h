@@ -130,11 +130,18 @@ struct Frame {
 
 // A kReseed payload: fresh host randomness (getrandom) for a guest restored from a shared
 // checkpoint, whose kernel CRNG state is otherwise identical to every other restore's.
+// The host's CLOCK_REALTIME (ns, little-endian int64) may follow it: a restored guest's clock
+// resumes from the instant it was saved (its TSC is restored with it), hours behind for a
+// template checkpoint made hours ago, and TLS certificates would not yet be valid to it.
 inline constexpr size_t kReseedBytes = 64;
-// A kReseed frame for `entropy` (kReseedBytes long).
-std::string EncodeReseed(std::string_view entropy);
-// Checks a received kReseed frame's payload: exactly kReseedBytes on stream 0.
+inline constexpr size_t kReseedClockBytes = 8;
+// A kReseed frame for `entropy` (kReseedBytes long) and, when `realtime_ns` > 0, the host's clock.
+std::string EncodeReseed(std::string_view entropy, int64_t realtime_ns = 0);
+// Checks a received kReseed frame's payload: kReseedBytes, or that plus kReseedClockBytes, on
+// stream 0.
 Status ValidateReseed(const Frame& frame);
+// The host clock a valid kReseed frame carries; 0 when it carries none.
+int64_t ReseedRealtimeNs(const Frame& frame);
 
 struct FrameHeader {
   uint8_t version = kVersion;

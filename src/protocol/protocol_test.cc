@@ -92,6 +92,15 @@ TEST(ReseedFrameTest, RoundTripsAndValidates) {
   EXPECT_EQ(f->stream, 0u);
   EXPECT_EQ(f->payload, entropy);
   EXPECT_TRUE(ValidateReseed(*f).ok());
+  EXPECT_EQ(ReseedRealtimeNs(*f), 0);
+  // With the host's clock after the entropy.
+  const int64_t now_ns = 1796000000123456789;
+  ASSERT_TRUE(p.Feed(EncodeReseed(entropy, now_ns)).ok());
+  auto g = p.Next();
+  ASSERT_TRUE(g.has_value());
+  EXPECT_TRUE(ValidateReseed(*g).ok());
+  EXPECT_EQ(g->payload.substr(0, kReseedBytes), entropy);
+  EXPECT_EQ(ReseedRealtimeNs(*g), now_ns);
   struct Case {
     const char* name;
     Frame frame;
@@ -99,6 +108,7 @@ TEST(ReseedFrameTest, RoundTripsAndValidates) {
   const Case bad[] = {
       {"short", {FrameType::kReseed, 0, std::string(kReseedBytes - 1, 'x')}},
       {"long", {FrameType::kReseed, 0, std::string(kReseedBytes + 1, 'x')}},
+      {"longer than with a clock", {FrameType::kReseed, 0, std::string(kReseedBytes + kReseedClockBytes + 1, 'x')}},
       {"empty", {FrameType::kReseed, 0, ""}},
       {"not stream 0", {FrameType::kReseed, 5, entropy}},
       {"wrong type", {FrameType::kPing, 0, entropy}},

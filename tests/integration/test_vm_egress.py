@@ -115,6 +115,7 @@ class VmEgressTest(unittest.TestCase):
         # TLS to the credential's host: the gateway terminates it with the node's CA, which
         # must be in the guest's trust store (no --cacert here).
         d = self.sh("echo $TOKEN; curl -sS -m 30 https://cred.test.example/vm-cred -H \"Authorization: Bearer $TOKEN\"")
+        self.assertEqual(len(d["stdout"].splitlines()), 2, d)
         placeholder = d["stdout"].splitlines()[0]
         self.assertTrue(placeholder.startswith("space-cred-"), d)
         self.assertEqual(json.loads(d["stdout"].splitlines()[1])["path"], "/vm-cred", d)
