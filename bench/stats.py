@@ -10,6 +10,18 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
+def pss_bytes(pid):
+    """A process's proportional set size in bytes (smaps_rollup); 0 once it is gone."""
+    try:
+        with open("/proc/%s/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def timed(f):
     """Milliseconds f() took."""
     t = time.perf_counter()

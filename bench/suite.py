@@ -32,7 +32,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests/integration"))
 from harness import SPACE_BIN, Server, node_cgroup_name  # noqa: E402
 import svgplot  # noqa: E402
-from stats import pct  # noqa: E402
+from stats import pct, pss_bytes  # noqa: E402
 
 TEMPLATE = "busybox"
 WARM_POOL = 8
@@ -380,12 +380,9 @@ def node_memory(s):
             with open("/proc/%s/cgroup" % pid) as f:
                 if name not in f.read():
                     continue
-            with open("/proc/%s/smaps_rollup" % pid) as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        pss += int(line.split()[1]) * 1024
         except OSError:
-            pass
+            continue
+        pss += pss_bytes(pid)
     rss = 0
     with open("/proc/%d/status" % s.proc.pid) as f:
         for line in f:

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../tests/integration"))
 from harness import Server, node_cgroup_name  # noqa: E402
-from stats import pct, timed_result  # noqa: E402
+from stats import pct, pss_bytes, timed_result  # noqa: E402
 
 
 def accelerator(server):
@@ -86,16 +86,8 @@ def vm_memory(server, sid):
             stat[k] = int(v)
     if "total_rss" not in stat:
         stat = {"total_rss": stat["anon"], "total_mapped_file": stat["file_mapped"], "total_cache": stat["file"]}
-    pss = 0
     with open(d + "/cgroup.procs") as f:
-        for pid in f.read().split():
-            try:
-                with open("/proc/%s/smaps_rollup" % pid) as r:
-                    for line in r:
-                        if line.startswith("Pss:"):
-                            pss += int(line.split()[1]) * 1024
-            except OSError:
-                pass
+        pss = sum(pss_bytes(pid) for pid in f.read().split())
     return {"anon": stat["total_rss"], "mapped": stat["total_mapped_file"],
             "other_cache": stat["total_cache"] - stat["total_mapped_file"], "pss": pss}
 

@@ -1,30 +1,18 @@
 #include "runtime/vm/guest_ram.h"
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <linux/posix_acl.h>
 #include <linux/posix_acl_xattr.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <string>
 
-#include "common/syscall.h"
+#include "runtime/vm/open_beneath.h"
 
 namespace space::runtime::vm {
 namespace {
-
-Result<UniqueFd> OpenRegularBeneath(int dir, const char* name, uint64_t flags) {
-  open_how how{};
-  how.flags = flags | O_CLOEXEC | O_NOFOLLOW;
-  how.mode = (flags & O_CREAT) ? 0644 : 0;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  long fd = RetryEintr([&] { return ::syscall(SYS_openat2, dir, name, &how, sizeof how); });
-  if (fd < 0) return ErrnoStatus("openat2", name, errno);
-  return UniqueFd(static_cast<int>(fd));
-}
 
 // owner rw, `uid` rw, group and others r (the tree jail reads the file to export it, as it
 // reads the disk image).
@@ -53,7 +41,7 @@ Status GrantReadWrite(int fd, uid_t uid) {
 Result<UniqueFd> OpenGuestRam(int state_dir, const char* name, uint64_t bytes, bool keep, uid_t vmm_uid) {
   UniqueFd fd;
   if (keep) {
-    ASSIGN_OR_RETURN(fd, OpenRegularBeneath(state_dir, name, O_RDWR));
+    ASSIGN_OR_RETURN(fd, OpenBeneath(state_dir, name, O_RDWR, name, 0644));
     struct stat sb;
     if (::fstat(fd.get(), &sb) != 0) return ErrnoStatus("fstat", name, errno);
     if (!S_ISREG(sb.st_mode)) return InvalidArgument(std::string(name) + " is not a regular file");
@@ -63,7 +51,7 @@ Result<UniqueFd> OpenGuestRam(int state_dir, const char* name, uint64_t bytes, b
     }
   } else {
     if (::unlinkat(state_dir, name, 0) != 0 && errno != ENOENT) return ErrnoStatus("unlinkat", name, errno);
-    ASSIGN_OR_RETURN(fd, OpenRegularBeneath(state_dir, name, O_RDWR | O_CREAT | O_EXCL));
+    ASSIGN_OR_RETURN(fd, OpenBeneath(state_dir, name, O_RDWR | O_CREAT | O_EXCL, name, 0644));
     if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) return ErrnoStatus("ftruncate", name, errno);
   }
   RETURN_IF_ERROR(GrantReadWrite(fd.get(), vmm_uid));

@@ -3,12 +3,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
-#include <linux/openat2.h>
-#include <linux/sched.h>
-#include <sys/mount.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -33,28 +32,14 @@
 #include "runtime/vm/guest_assets.h"
 #include "runtime/vm/guest_ram.h"
 #include "runtime/vm/kvm_probe.h"
+#include "runtime/vm/open_beneath.h"
 #include "runtime/vm/qemu_command.h"
 #include "runtime/vm/qmp_client.h"
 #include "runtime/vm/vmm_reaper.h"
 
 namespace space::runtime {
-namespace {
 
-// openat2 that never leaves `dir` and never follows a symlink (magic links included).
-Result<UniqueFd> OpenBeneath(int dir, const std::string& name, uint64_t flags, const std::string& what) {
-  open_how how{};
-  how.flags = flags | O_CLOEXEC;
-  how.mode = (flags & O_CREAT) ? 0600 : 0;  // openat2 rejects a mode without O_CREAT
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  long fd = RetryEintr([&] { return ::syscall(SYS_openat2, dir, name.c_str(), &how, sizeof how); });
-  if (fd < 0) {
-    if (errno == ELOOP || errno == EXDEV) return InvalidArgument(what + " is or passes through a symlink; refusing it");
-    return ErrnoStatus("openat2", what, errno);
-  }
-  return UniqueFd(static_cast<int>(fd));
-}
-
-}  // namespace
+using vm::OpenBeneath;
 
 Result<UniqueFd> OpenVmStateDir(const std::string& rootfs, bool create, PrivilegedActs* acts) {
   // The root itself is the pool's path, trusted; what is inside it is not.
