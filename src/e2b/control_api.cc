@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t kWaitMs = 55000;
 constexpr int64_t kMaxTimeoutS = 7 * 86400;
 constexpr int kMaxListLimit = 1000;
+constexpr char kRuntimeKey[] = "space.runtime";
 
 // E2B's template names for "a general-purpose Linux box": both map to SPACE's base.
 std::string TemplateFor(const std::string& e2b_name) {
@@ -142,6 +143,13 @@ void E2b::CreateSandbox(api::Request& req, api::Responder& res) {
   auto metadata = api::GetStringMap(*body, "metadata", 64, 64, 512, api::IsMetadataKey);
   if (!metadata.ok()) return SendControlError(res, metadata.status());
   c.metadata = std::move(*metadata);
+  // The SDK has no runtime option, so the runtime rides in a metadata key (docs/e2b.md); it
+  // stays in the metadata, where list filters and info show it.
+  if (auto it = c.metadata.find(kRuntimeKey); it != c.metadata.end()) {
+    auto kind = store::ParseRuntimeKind(it->second);
+    if (!kind.ok()) return SendControlError(res, 400, std::string(kRuntimeKey) + " must be 'ns' or 'vm'");
+    c.runtime = *kind;
+  }
 
   auto created = node_->lifecycle().Create(c);
   if (!created.ok()) return SendControlError(res, created.status());

@@ -1,11 +1,14 @@
 // Drives SPACE with the unmodified E2B JavaScript SDKs (issue 6, "How we will know").
 // Needs E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at `space dev`. Prints one
 // line per step with its wall time; exits non-zero at the first failed check.
+// E2E_RUNTIME=vm runs every sandbox on the vm runtime (metadata `space.runtime`, docs/e2b.md).
 import assert from 'node:assert/strict'
 import { Sandbox, CommandExitError } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const runId = `run${process.pid}x${Date.now()}`
+const runtime = process.env.E2E_RUNTIME || ''
+const runtimeMd = runtime ? { 'space.runtime': runtime } : {}
 const steps = []
 async function step(name, fn) {
   const t0 = performance.now()
@@ -35,12 +38,22 @@ const dir = '/home/user/e2e'
 
 await step('create with metadata and envs', async () => {
   sbx = await Sandbox.create('base', {
-    metadata: { suite: 'e2b-e2e', run: runId },
+    metadata: { suite: 'e2b-e2e', run: runId, ...runtimeMd },
     envs: { E2E_VAR: 'hello-env' },
     timeoutMs: 120_000,
   })
   assert.match(sbx.sandboxId, /^sbx_/)
 })
+
+if (runtime === 'vm') {
+  await step('the sandbox is a VM: its own kernel, booted by SPACE', async () => {
+    // An ns sandbox reads the host's command line here; only a SPACE guest has SPACE_VM=1.
+    const r = await sbx.commands.run('cat /proc/cmdline; uname -r')
+    assert.match(r.stdout, /SPACE_VM=1/)
+    assert.notEqual(r.stdout.trim().split('\n').pop(), process.env.E2E_HOST_KERNEL)
+    assert.equal((await sbx.getInfo()).metadata['space.runtime'], 'vm')
+  })
+}
 
 await step('commands.run: exit code, stdout, stderr, default user', async () => {
   const r = await sbx.commands.run('echo $E2E_VAR; echo oops >&2; whoami; pwd')
@@ -203,7 +216,7 @@ await step('kill', async () => {
 
 let ci
 await step('code interpreter: create', async () => {
-  ci = await CodeSandbox.create({ metadata: { run: runId } })
+  ci = await CodeSandbox.create({ metadata: { run: runId, ...runtimeMd } })
 })
 
 await step('runCode keeps a variable between two calls', async () => {
