@@ -20,6 +20,14 @@ Result<std::string> Sha256Hex(std::string_view data) {
   return out;
 }
 
+const std::string& ZeroChunkHex() {
+  static const std::string hex = [] {
+    auto h = Sha256Hex(std::string(kChunkSize, '\0'));
+    return h.ok() ? *h : std::string();  // empty never matches a key
+  }();
+  return hex;
+}
+
 size_t MaxObjectSize() { return ZSTD_compressBound(kChunkSize); }
 
 struct Compressor::Ctx {

@@ -18,6 +18,11 @@ inline constexpr size_t kChunkSize = 4u << 20;
 // 64 lowercase hex digits of SHA-256(data) (OpenSSL EVP; SHA256_* is deprecated in 3.x).
 Result<std::string> Sha256Hex(std::string_view data);
 
+// Sha256Hex of kChunkSize zero bytes. A full chunk with this key is written as a hole and
+// never fetched (its content is what its key says), and the exporter names a hole in a sparse
+// file (a vm disk or RAM file) by it without reading it.
+const std::string& ZeroChunkHex();
+
 // The largest stored object a chunk of at most kChunkSize can compress to.
 size_t MaxObjectSize();
 

@@ -133,7 +133,15 @@ class TreeExporter {
     }
     for (uint64_t off = 0; off < e.size; off += kChunkSize) {
       size_t len = static_cast<size_t>(std::min<uint64_t>(kChunkSize, e.size - off));
+      if (len == kChunkSize && IsHole(fd.get(), off, len) && !ZeroChunkHex().empty()) {
+        // Nothing stored there: the zero chunk, without reading (or hashing) 4 MiB of zeros.
+        if (known_.count(ZeroChunkHex()) == 0) buf_.assign(len, '\0');
+        RETURN_IF_ERROR(StoreChunk(ZeroChunkHex()));
+        e.chunks.push_back(ZeroChunkHex());
+        continue;
+      }
       buf_.resize(len);
+      if (::lseek(fd.get(), static_cast<off_t>(off), SEEK_SET) < 0) return ErrnoStatus("lseek", what, errno);
       Status st_read = ReadExact(fd.get(), buf_.data(), len);
       if (!st_read.ok()) {
         if (st_read.code() == StatusCode::kUnavailable) return Unavailable("file " + what + " shrank during export");
@@ -145,6 +153,14 @@ class TreeExporter {
       e.chunks.push_back(std::move(hex));
     }
     return Status::Ok();
+  }
+
+  // Whether [off, off+len) of the file holds no data (a hole of a sparse file). A filesystem
+  // without SEEK_DATA says every offset is data, which is only slower.
+  static bool IsHole(int fd, uint64_t off, size_t len) {
+    off_t data = ::lseek(fd, static_cast<off_t>(off), SEEK_DATA);
+    if (data < 0) return errno == ENXIO;  // no data from `off` to the end
+    return static_cast<uint64_t>(data) >= off + len;
   }
 
   // Puts the chunk in buf_ as object `hex` unless the store already has it.

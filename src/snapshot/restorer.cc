@@ -138,6 +138,11 @@ class TreeRestorer {
     for (size_t i = 0; i < e.chunks.size(); ++i) {
       const std::string& hex = e.chunks[i];
       size_t expected = static_cast<size_t>(std::min<uint64_t>(kChunkSize, e.size - i * kChunkSize));
+      if (expected == kChunkSize && hex == ZeroChunkHex()) {
+        // Its key says it is zeros: a hole, neither fetched nor written (the size is set below).
+        if (::lseek(fd, static_cast<off_t>(kChunkSize), SEEK_CUR) < 0) return ErrnoStatus("lseek", Where(e), errno);
+        continue;
+      }
       Result<std::string> object = store_.Get(ObjectKey(hex), MaxObjectSize());
       if (!object.ok()) {
         if (object.status().code() == StatusCode::kNotFound) return Internal("object " + hex + " missing");
@@ -149,6 +154,8 @@ class TreeRestorer {
       if (actual != hex) return Internal("object " + hex + " corrupt");
       RETURN_IF_ERROR(WriteAll(fd, raw_).Annotate(Where(e)));
     }
+    // A file that ends in holes gets its length here.
+    if (::ftruncate(fd, static_cast<off_t>(e.size)) != 0) return ErrnoStatus("ftruncate", Where(e), errno);
     return Status::Ok();
   }
 

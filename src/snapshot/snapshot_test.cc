@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "snapshot/chunk_codec.h"
 #include "snapshot/exporter.h"
 #include "snapshot/gc.h"
 #include "snapshot/local_blob_store.h"
@@ -366,6 +367,45 @@ TEST_F(SnapshotStoreTest, IdenticalContentIsStoredOnce) {
   EXPECT_EQ(s->objects_written, 2u);  // a 4 MiB and a 1 MiB chunk
   EXPECT_EQ(ObjectCount(), 2u);
   EXPECT_EQ(Fingerprint(RestoreFresh("s1"), root_), TreePrint());
+}
+
+TEST_F(SnapshotStoreTest, HolesOfSparseFilesAreNeitherReadNorWritten) {
+  // 4 chunks and a tail: a hole, data, zeros written out, a hole, then 100 bytes of data.
+  const std::string path = tree_ + "/disk.img";
+  const std::string data = RandomBytes(rng_, kChunkSize);
+  {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::pwrite(fd.get(), data.data(), data.size(), kChunkSize), static_cast<ssize_t>(data.size()));
+    const std::string zeros(kChunkSize, '\0');
+    ASSERT_EQ(::pwrite(fd.get(), zeros.data(), zeros.size(), 2 * kChunkSize), static_cast<ssize_t>(zeros.size()));
+    ASSERT_EQ(::pwrite(fd.get(), data.data(), 100, 4 * kChunkSize), 100);
+  }
+  auto before = TreePrint();
+  auto s = Export(tree_, "sparse", "", *store_);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  // The holes were not read (a filesystem without SEEK_DATA would read them all).
+  EXPECT_LE(s->bytes_read, 3 * kChunkSize + 100);
+  EXPECT_EQ(s->objects_written, 3u);  // zeros (once, for three chunks), data, the tail
+  auto m = LoadManifest(*store_, "sparse");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (const auto& e : m->entries) {
+    if (e.path != "disk.img") continue;
+    ASSERT_EQ(e.chunks.size(), 5u);
+    EXPECT_EQ(e.chunks[0], ZeroChunkHex());
+    EXPECT_EQ(e.chunks[2], ZeroChunkHex());  // written zeros are the same object
+    EXPECT_EQ(e.chunks[3], ZeroChunkHex());
+    EXPECT_NE(e.chunks[1], ZeroChunkHex());
+  }
+  // Restored byte for byte, and sparse: the zero chunks are holes, never fetched. The zero
+  // object is deleted to show it: a restore that fetched it would fail.
+  ASSERT_TRUE(store_->Delete(ObjectKey(ZeroChunkHex())).ok());
+  const std::string dest = RestoreFresh("sparse");
+  EXPECT_EQ(Fingerprint(dest, root_), before);
+  struct stat st;
+  ASSERT_EQ(::stat((dest + "/disk.img").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 4 * kChunkSize + 100);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 2 * kChunkSize);
 }
 
 TEST_F(SnapshotStoreTest, ThroughputFigures) {
