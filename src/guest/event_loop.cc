@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/syscall.h"
+#include "guest/vm_disk.h"
 #include "guest/vm_init.h"
 #include "guest/vm_net.h"
 #include "protocol/json_util.h"
@@ -25,6 +26,10 @@ namespace space::guest {
 namespace {
 
 constexpr std::string_view kLog = "spaced";
+constexpr char kVmRootDevice[] = "/dev/vda";
+// How long a grow waits for the kernel to see the disk's new capacity (a virtio config
+// interrupt, handled by a worker after the guest resumes).
+constexpr int kGrowDiskWaitMs = 3000;
 // Outbox watermarks: above kHigh, child output and file reads pause until below kLow.
 constexpr size_t kOutboxHigh = 4u << 20;
 constexpr size_t kOutboxLow = 1u << 20;
@@ -233,6 +238,8 @@ void GuestDaemon::HandleFrame(Frame& f) {
       return ReceiveUploadChunk(f);
     case FrameType::kNetConfig:
       return ConfigureNetwork(f);
+    case FrameType::kGrowDisk:
+      return GrowDisk(f);
     default:
       LogWarn(kLog, "ignoring frame of type " + std::to_string(static_cast<int>(f.type)) + " on " +
                         StreamName(f.stream));
@@ -263,6 +270,19 @@ void GuestDaemon::Reseed(const Frame& f) {
   }
   if (!st.ok()) {
     LogError(kLog, "reseed: " + st.ToString());
+    SendError(0, st);
+  }
+}
+
+void GuestDaemon::GrowDisk(const Frame& f) {
+  // Synchronous, as Reseed: the node's ping after it means the root has its new size.
+  Result<uint64_t> bytes = ParseGrowDisk(f);
+  Status st = bytes.status();
+  if (st.ok() && !ctx_.configures_network) st = PermissionDenied("grow disk: only a vm guest owns its disk");
+  if (st.ok()) st = GrowRootFs(kVmRootDevice, "/", *bytes, kGrowDiskWaitMs);
+  if (!st.ok()) {
+    st = st.Annotate("grow disk");
+    LogError(kLog, st.ToString());
     SendError(0, st);
   }
 }

@@ -91,6 +91,7 @@ class GuestDaemon {
   // kReseed: mixes the node's randomness into the kernel CRNG (vm restores); answers only
   // on failure, with kError on stream 0.
   void Reseed(const Frame& f);
+  void GrowDisk(const Frame& f);
   void Send(FrameType type, uint32_t stream, std::string_view payload);
   void SendError(uint32_t stream, const Status& status);
   // kNetConfig: applied synchronously (a vm guest's NIC; refused elsewhere).

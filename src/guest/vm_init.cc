@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/syscall.h"
+#include "guest/vm_disk.h"
 #include "guest/vm_net.h"
 #include "protocol/protocol.h"
 
@@ -143,6 +145,9 @@ Status BootFromInitramfs() {
                   }).Annotate("wait for root disk"));
   RETURN_IF_ERROR(MountFs(kRootDevice, kNewRoot, "ext4", 0, nullptr));
   RETURN_IF_ERROR(SwitchRoot());
+  // The node sized the disk for this sandbox before boot; the filesystem, made to fit its
+  // template, grows to it. A guest that cannot grow still boots, with the space it has.
+  if (Status st = GrowRootFs(kRootDevice, "/", 0, 0); !st.ok()) LogWarn("spaced", "root disk: " + st.ToString());
   ::mkdir("/dev/pts", 0755);
   ::mkdir("/dev/shm", 01777);
   (void)::mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");

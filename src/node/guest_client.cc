@@ -48,7 +48,7 @@ Status GuestClient::Start(int timeout_ms) {
   return Status::Ok();
 }
 
-Status GuestClient::Resume(int timeout_ms) {
+Status GuestClient::Resume(int timeout_ms, uint64_t disk_bytes) {
   timeval tv{10, 0};
   if (::setsockopt(channel_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) {
     return ErrnoStatus("setsockopt SO_SNDTIMEO", sandbox_id_, errno);
@@ -67,6 +67,7 @@ Status GuestClient::Resume(int timeout_ms) {
   ::clock_gettime(CLOCK_REALTIME, &now);
   const int64_t realtime_ns = static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
   RETURN_IF_ERROR(WriteAll(channel_.get(), guest::EncodeReseed(entropy, realtime_ns)));
+  if (disk_bytes > 0) RETURN_IF_ERROR(WriteAll(channel_.get(), guest::EncodeGrowDisk(disk_bytes)));
   const std::string nonce = "resume-" + RandomHex(8);
   RETURN_IF_ERROR(guest::WriteFrame(channel_.get(), guest::FrameType::kPing, 0, nonce));
   pollfd pfd{channel_.get(), POLLIN, 0};
@@ -80,10 +81,10 @@ Status GuestClient::Resume(int timeout_ms) {
     if (r == 0) continue;
     ASSIGN_OR_RETURN(guest::Frame f, guest::ReadFrame(channel_.get()));
     if (f.type == guest::FrameType::kPong && f.stream == 0 && f.payload == nonce) break;
-    // The guest could not reseed (it says so on stream 0, before the pong): no restore with a
-    // shared RNG state.
+    // The guest could not reseed or grow its disk (it says so on stream 0, before the pong):
+    // no restore with a shared RNG state, nor with less disk than the sandbox was given.
     if (f.type == guest::FrameType::kError && f.stream == 0) {
-      return Unavailable("sandbox " + sandbox_id_ + ": restored guest could not reseed its RNG: " + f.payload);
+      return Unavailable("sandbox " + sandbox_id_ + ": restored guest could not resynchronize: " + f.payload);
     }
   }
   {

@@ -41,8 +41,10 @@ class GuestClient {
   // For a guest restored from a full checkpoint, which said hello long ago to another node
   // connection: pings until the matching pong (within `timeout_ms`; older frames are
   // dropped), then starts the reader. Stream ids start at a random high value so they never
-  // meet the streams the guest still has open from before the checkpoint.
-  Status Resume(int timeout_ms);
+  // meet the streams the guest still has open from before the checkpoint. A `disk_bytes`
+  // above zero has the guest grow its root filesystem to that disk size first (the runtime
+  // resized the disk under the restored guest).
+  Status Resume(int timeout_ms, uint64_t disk_bytes = 0);
 
   // Registers `sink` on a fresh stream id.
   uint32_t OpenStream(std::shared_ptr<StreamSink> sink);

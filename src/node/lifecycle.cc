@@ -119,13 +119,13 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
   if (req.runtime == store::RuntimeKind::kVm && !d_.runtimes->vm()) {
     return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
   }
-  // Warm pools hold sandboxes of a template, never a restore; a pooled VM has no NIC backend
-  // and fixed vCPUs (lifecycle_warm.cc).
+  // Warm pools hold sandboxes of a template, never a restore; a pooled VM has no NIC backend,
+  // fixed vCPUs and a disk of the pool's size (lifecycle_warm.cc).
   const bool vm_create = req.runtime == store::RuntimeKind::kVm;
   const std::string pool_key = WarmPoolKey(req.template_name, vm_create);
   std::shared_ptr<WarmSandbox> warm;
   if (allow_warm && req.from_snapshot.empty()) {
-    if (vm_create && (!egress.empty() || req.resources.cpus != kWarmCpus)) {
+    if (vm_create && (!egress.empty() || req.resources.cpus != kWarmCpus || req.resources.disk_mb != kWarmDiskMb)) {
       warm_.CountMiss(pool_key);
     } else {
       warm = warm_.Take(pool_key, req.resources.memory_mb);
@@ -252,6 +252,7 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
   spec.limits.cpus = rec->resources.cpus;
   spec.limits.memory_bytes = static_cast<uint64_t>(rec->resources.memory_mb) << 20;
   spec.limits.pids_max = runtime::PidsMaxFor(spec.limits.memory_bytes);
+  spec.disk_bytes = static_cast<uint64_t>(rec->resources.disk_mb) << 20;
   for (const auto& [k, v] : rec->env) spec.guest_env.push_back(k + "=" + v);
   spec.guest_env.push_back("SPACE_SANDBOX_ID=" + rec->id);
   runtime::Runtime* rt = d_.runtimes->For(rec->runtime);
@@ -342,7 +343,7 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
     }
     // A pooled VM restored from its template's checkpoint said hello long ago (to the template
     // VM's connection): it is resynchronized, as any restore is.
-    Status started = launched->restored ? live->guest->Resume(kVmHelloTimeoutMs)
+    Status started = launched->restored ? live->guest->Resume(kVmHelloTimeoutMs, launched->disk_bytes)
                                         : live->guest->Start(vm ? kVmHelloTimeoutMs : kHelloTimeoutMs);
     if (nice_before != 0) (void)SetThreadNice(nullptr, nice_before);  // a raise: needs nothing
     if (Status st = started; !st.ok()) {
@@ -357,7 +358,7 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
   }
   d_.live->Insert(live);
   if (launched->restored) {
-    RETURN_IF_ERROR(live->guest->Resume(kVmHelloTimeoutMs));
+    RETURN_IF_ERROR(live->guest->Resume(kVmHelloTimeoutMs, launched->disk_bytes));
     (*steps)["guest_resync"] = static_cast<double>(MonoNowNs() - t) / 1e6;
   } else {
     RETURN_IF_ERROR(live->guest->Start(vm ? kVmHelloTimeoutMs : kHelloTimeoutMs));

@@ -10,8 +10,8 @@
 //
 // A vm pool (`--warm-pool base:vm=2`) holds VMs restored from the template's checkpoint (or
 // booted, without one) with no NIC backend: a vm create with egress profiles, or asking for
-// other cpus or memory_mb, is served cold (its tap is made before its VMM; vCPUs and RAM are
-// fixed at boot).
+// other cpus, memory_mb or disk_mb, is served cold (its tap is made before its VMM; vCPUs and
+// RAM are fixed at boot; its disk was grown to the pool's disk_mb).
 //
 // Pooled sandboxes have no store record. A crashed node's Reconcile ends every runtime it finds
 // and removes every root without a live record, so they leave nothing behind; a clean Stop

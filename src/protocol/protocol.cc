@@ -56,6 +56,21 @@ int64_t ReseedRealtimeNs(const Frame& frame) {
   return static_cast<int64_t>(v);
 }
 
+std::string EncodeGrowDisk(uint64_t device_bytes) {
+  std::string payload(8, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>((device_bytes >> (8 * i)) & 0xff);
+  return EncodeFrame(FrameType::kGrowDisk, 0, payload);
+}
+
+Result<uint64_t> ParseGrowDisk(const Frame& frame) {
+  if (frame.type != FrameType::kGrowDisk || frame.stream != 0 || frame.payload.size() != 8) {
+    return InvalidArgument("grow disk frame: must be kGrowDisk on stream 0 with 8 bytes");
+  }
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(frame.payload[i])) << (8 * i);
+  return v;
+}
+
 Status ValidateReseed(const Frame& frame) {
   if (frame.type != FrameType::kReseed || frame.stream != 0) {
     return InvalidArgument("reseed frame: must be kReseed on stream 0");

@@ -90,6 +90,7 @@ enum class FrameType : uint8_t {
   kWatchStop = 43,      // node -> guest, empty: drop the watch; nothing more is sent for it
   kNetConfig = 50,      // node -> guest, {"address", "gateway", "mac"}: the NIC's identity
   kNetConfigured = 51,  // guest -> node, {}: applied
+  kGrowDisk = 52,       // node -> guest, stream 0, 8 bytes LE: the disk's new size (see EncodeGrowDisk)
 };
 
 // kExecStart JSON:
@@ -142,6 +143,12 @@ std::string EncodeReseed(std::string_view entropy, int64_t realtime_ns = 0);
 Status ValidateReseed(const Frame& frame);
 // The host clock a valid kReseed frame carries; 0 when it carries none.
 int64_t ReseedRealtimeNs(const Frame& frame);
+
+// A kGrowDisk frame: the host resized a restored vm guest's disk to `device_bytes`, and the
+// guest grows its root filesystem to it. Handled in order, like kReseed: a ping after it is
+// answered once the filesystem has grown (or failed to, with a kError on stream 0).
+std::string EncodeGrowDisk(uint64_t device_bytes);
+Result<uint64_t> ParseGrowDisk(const Frame& frame);
 
 struct FrameHeader {
   uint8_t version = kVersion;

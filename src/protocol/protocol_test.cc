@@ -119,6 +119,25 @@ TEST(ReseedFrameTest, RoundTripsAndValidates) {
   }
 }
 
+TEST(GrowDiskFrameTest, RoundTripsAndRefusesOtherShapes) {
+  const uint64_t bytes = (8ull << 30) + 4096;
+  FrameParser p;
+  ASSERT_TRUE(p.Feed(EncodeGrowDisk(bytes)).ok());
+  auto f = p.Next();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->type, FrameType::kGrowDisk);
+  auto parsed = ParseGrowDisk(*f);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, bytes);
+  const Frame bad[] = {
+      {FrameType::kGrowDisk, 0, std::string(7, 'x')},
+      {FrameType::kGrowDisk, 0, std::string(9, 'x')},
+      {FrameType::kGrowDisk, 3, std::string(8, 'x')},
+      {FrameType::kPing, 0, std::string(8, 'x')},
+  };
+  for (const Frame& b : bad) EXPECT_FALSE(ParseGrowDisk(b).ok());
+}
+
 TEST(FrameIoTest, WriteThenReadOverSocket) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);

@@ -76,6 +76,9 @@ struct SandboxSpec {
   // random one).
   int net_tap_fd = -1;
   std::string guest_mac;
+  // vm only: the size the guest's disk grows to (its disk_mb); a disk already bigger, such as
+  // a template's image with more in it, keeps its size. 0: the disk keeps the size it has.
+  uint64_t disk_bytes = 0;
 };
 
 struct LaunchedSandbox {
@@ -86,6 +89,9 @@ struct LaunchedSandbox {
   std::vector<std::pair<std::string, int64_t>> steps_us;
   // Restored from a full checkpoint: the guest is mid-conversation and sends no hello.
   bool restored = false;
+  // vm only: the disk's size as the VMM has it, which a restored guest's root filesystem is
+  // grown to (a booted guest grows its own at boot). 0 for ns.
+  uint64_t disk_bytes = 0;
 };
 
 class CgroupActs;  // cgroup_acts.h

@@ -230,6 +230,50 @@ class VmTest(unittest.TestCase):
         for x in (sid, restored):
             self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % x)
 
+    def df_mib(self, sid):
+        # Total size of the guest's root filesystem, as the guest sees it.
+        return int(self.sh(sid, "df -k / | tail -1").split()[1]) // 1024
+
+    def test_2c_the_disk_is_the_size_asked_for(self):
+        images = os.path.join(self.s.data_dir, "pool", "vm-images", "disks")
+        # A restore of the template checkpoint (QEMU block_resize, then spaced grows ext4).
+        sid = self.s.create(runtime="vm", memory_mb=256, disk_mb=1024)
+        image_mib = max(os.stat(os.path.join(images, f)).st_size for f in os.listdir(images)) >> 20
+        self.assertLess(image_mib, 600)  # so the 600 MiB below fit only on the grown disk
+        self.assertTrue(880 <= self.df_mib(sid) <= 1024, self.df_mib(sid))  # less ext4 overhead
+        disk = os.path.join(self.s.data_dir, "pool", "sandboxes", sid, ".space-vm", "disk.img")
+        self.assertEqual(os.stat(disk).st_size, 1024 << 20)
+        st, d = self.s.exec(sid, ["sh", "-c", "dd if=/dev/zero of=/root/big bs=1M count=600 2>&1 && sync"], timeout_s=300)
+        self.assertEqual((st, d["exit_code"]), (200, 0), d)
+        # A restore of its snapshot asking the same size keeps it (nothing to grow); one asking
+        # for more (the default 2048) grows the disk it restored, data in place.
+        st, snap = self.s.json("POST", "/v1/sandboxes/%s/snapshots" % sid, {"label": "disk"}, timeout=300)
+        self.assertEqual(st, 201, snap)
+        same = self.s.create(from_snapshot=snap["id"], disk_mb=1024)
+        self.assertTrue(880 <= self.df_mib(same) <= 1024, self.df_mib(same))
+        restored = self.s.create(from_snapshot=snap["id"])
+        self.assertTrue(1800 <= self.df_mib(restored) <= 2048, self.df_mib(restored))
+        self.assertIn("/root/big", self.sh(restored, "ls /root/big"))
+        # Smaller than the template's image: the disk keeps the image's size (ext4 cannot shrink
+        # while mounted); the root's quota still bounds what it writes on the host.
+        small = self.s.create(runtime="vm", memory_mb=256, disk_mb=64)
+        self.assertTrue(image_mib - 64 <= self.df_mib(small) <= image_mib, (self.df_mib(small), image_mib))
+        for x in (sid, same, restored, small):
+            self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % x)
+        # A cold boot: the image file is grown before QEMU opens it, and the guest grows ext4 at boot.
+        os.environ["SPACE_VM_TEMPLATE_CHECKPOINTS"] = "0"
+        try:
+            cold = Server(extra_args=["--no-egress"]).start()
+        finally:
+            del os.environ["SPACE_VM_TEMPLATE_CHECKPOINTS"]
+        try:
+            sid = cold.create(runtime="vm", memory_mb=256, disk_mb=768)
+            st, d = cold.exec(sid, ["sh", "-c", "df -k / | tail -1"])
+            self.assertTrue(660 <= int(d["stdout"].split()[1]) // 1024 <= 768, d)
+            cold.json("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        finally:
+            cold.cleanup()
+
     def test_3_kill9_of_the_node_leaves_no_vmm(self):
         s = Server().start()
         try:
