@@ -242,6 +242,54 @@ class FleetTest(unittest.TestCase):
         self.assertIn("node-a", out.stdout)
         self.assertEqual(space_cgroups(data_dir=f.nodes["node-a"].data_dir), [])
 
+    @unittest.skipUnless(os.path.exists("/usr/bin/qemu-system-x86_64"), "needs qemu-system-x86_64")
+    def test_vm_suspended_on_one_node_resumes_on_the_other_with_its_memory(self):
+        # A vm sandbox's suspend exports its disk, RAM file and device state to the store; with
+        # its node drained, the resume runs on the other node from the store alone, and the
+        # process counting in guest memory (/dev/shm, tmpfs) goes on from where it was.
+        f = self.f
+        s = f.servers[0].url
+        st, d = f.call(s, "POST", "/v1/sandboxes?wait=true",
+                       {"template": "busybox", "runtime": "vm", "memory_mb": 256}, timeout=300)
+        self.assertEqual(st, 201, (d, f.logs()))
+        sid, origin = d["sandbox"]["id"], d["sandbox"]["node"]
+        other = "node-b" if origin == "node-a" else "node-a"
+        script = "i=0; while true; do i=$((i+1)); echo $i > /dev/shm/n.tmp; mv /dev/shm/n.tmp /dev/shm/n; sleep 0.1; done"
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/processes" % sid, {"cmd": ["sh", "-c", script]})
+        self.assertIn(st, (200, 201), d)
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["sh", "-c", "echo kept > /root/f"]})
+        self.assertEqual((st, d["exit_code"]), (200, 0), d)
+
+        def count():
+            st, d = f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["cat", "/dev/shm/n"]})
+            self.assertEqual((st, d["exit_code"]), (200, 0), d)
+            return int(d["stdout"])
+
+        deadline = time.time() + 30
+        while count() < 5 and time.time() < deadline:
+            time.sleep(0.3)
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/suspend?wait=true" % sid, {}, timeout=300)
+        self.assertEqual((st, d["state"]), (200, "suspended"), d)
+        from harness import SPACE_BIN
+        env = dict(os.environ, SPACE_URL=s, SPACE_API_KEY=f.key)
+        out = subprocess.run([SPACE_BIN, "node", "drain", origin], env=env, capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.wait_node_state(origin, "draining")
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/resume?wait=true" % sid, {}, timeout=300)
+        self.assertEqual((st, d["state"]), (200, "running"), (d, f.logs()))
+        self.assertEqual(self.node_of(sid)["node"], other)
+        resumed = count()
+        self.assertGreaterEqual(resumed, 5)
+        deadline = time.time() + 30
+        while count() <= resumed and time.time() < deadline:
+            time.sleep(0.3)
+        self.assertGreater(count(), resumed)  # the counting process came back, not just its file
+        sys.stderr.write("[vm %s -> %s, count %d after resume] " % (origin, other, resumed))
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["cat", "/root/f"]})
+        self.assertEqual(d["stdout"], "kept\n")
+        st, d = f.call(s, "DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        self.assertIn(st, (200, 204), d)
+
     def test_node_declared_lost_while_alive_ends_its_failed_sandboxes(self):
         """A node that stalls (SIGSTOP) past lost-after is declared lost and its sandboxes are
         failed; when it runs again it ends them rather than keep running what the fleet gave up."""
