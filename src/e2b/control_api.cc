@@ -93,6 +93,7 @@ void E2b::Control(api::Request& req, api::Responder& res) {
   };
   bool v2 = !p.empty() && p[0] == "v2";
   if (v2) p.erase(p.begin());
+  if (ControlTemplates(req, res, p, v2)) return;
   if (p.empty() || p[0] != "sandboxes") return not_found();
   if (p.size() == 1) {
     if (m == "POST") return CreateSandbox(req, res);

@@ -45,11 +45,11 @@ Result<std::string> RequestUser(const api::Request& req) {
   return user;
 }
 
+}  // namespace
+
 bool TokenEquals(const std::string& got, const std::string& want) {
   return !got.empty() && got.size() == want.size() && CRYPTO_memcmp(got.data(), want.data(), want.size()) == 0;
 }
-
-}  // namespace
 
 E2b::E2b(node::Node* node, api::Authenticator* auth, std::string secret_path)
     : node_(node), auth_(auth), secret_path_(std::move(secret_path)) {}
@@ -78,7 +78,8 @@ bool E2b::Handles(const api::Request& req) {
   if (req.headers.count("e2b-sandbox-id")) return true;
   const std::string& p = req.path;
   return p == "/sandboxes" || StartsWith(p, "/sandboxes/") || p == "/v2/sandboxes" || StartsWith(p, "/v2/sandboxes/") ||
-         p == "/snapshots" || StartsWith(p, "/templates/") || IsRpcPath(p);
+         p == "/snapshots" || StartsWith(p, "/templates/") || p == "/v3/templates" || StartsWith(p, "/v2/templates/") ||
+         IsRpcPath(p);
 }
 
 Status E2b::AuthenticateApiKey(api::Request& req, int64_t* retry_after_s) {
@@ -117,6 +118,9 @@ Result<Target> E2b::ResolveTarget(const api::Request& req, bool code_interpreter
 void E2b::Handle(api::Request& req, api::Responder& res) {
   if (!req.headers.count("e2b-sandbox-id")) {
     if (IsRpcPath(req.path)) return SendRpcError(res, "invalid_argument", "missing E2b-Sandbox-Id header");
+    // A template file upload carries its own token (the link GET /templates/{id}/files/{hash}
+    // handed out), never an API key: the SDK sends none with it.
+    if (req.method == "PUT" && StartsWith(req.path, "/templates/")) return UploadTemplateFiles(req, res);
     int64_t retry_after_s = 0;
     if (Status st = AuthenticateApiKey(req, &retry_after_s); !st.ok()) {
       if (retry_after_s > 0) res.AddHeader("Retry-After", std::to_string(retry_after_s));

@@ -10,10 +10,12 @@
 // Owned by `space dev`, next to api::Api. Thread-safe: handlers run on many HTTP threads.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +26,20 @@
 namespace space::e2b {
 
 class ExecService;
+
+// Constant-time comparison of a presented token with the expected one (false when empty).
+bool TokenEquals(const std::string& got, const std::string& want);
+
+// A template build the SDK requested (POST /v3/templates) and is uploading files for or has
+// started (templates_api.cc).
+struct E2bTemplateBuild {
+  std::string team;
+  std::string name;                          // the template, which is also its E2B templateID
+  std::string id;                            // "bld_..."
+  std::map<std::string, std::string> files;  // a COPY step's filesHash -> its tarball, inflated
+  size_t bytes = 0;                          // of files, at most node::kMaxContextBytes
+  std::string op_id;                         // the template_build operation, once triggered
+};
 
 // The envd version reported to the SDK. The SDK gates features on it (reference §3.6);
 // 0.6.4 turns on everything this server implements.
@@ -79,6 +95,21 @@ class E2b {
   void FilesDownload(api::Request& req, api::Responder& res, const Target& t);
   void FilesUpload(api::Request& req, api::Responder& res, const Target& t);
 
+  // Template builds (templates_api.cc). ControlTemplates answers the paths that are its own.
+  bool ControlTemplates(api::Request& req, api::Responder& res, const std::vector<std::string>& parts, bool v2);
+  void RequestTemplateBuild(api::Request& req, api::Responder& res);
+  void TemplateFileLink(api::Request& req, api::Responder& res, const std::string& template_id,
+                        const std::string& hash);
+  void UploadTemplateFiles(api::Request& req, api::Responder& res);
+  void TriggerTemplateBuild(api::Request& req, api::Responder& res, const std::string& template_id,
+                            const std::string& build_id);
+  void TemplateBuildStatus(api::Request& req, api::Responder& res, const std::string& template_id,
+                           const std::string& build_id);
+  void TemplateAlias(api::Request& req, api::Responder& res, const std::string& name);
+  std::shared_ptr<E2bTemplateBuild> FindBuild(const std::string& team, const std::string& template_id,
+                                              const std::string& build_id);
+  std::string UploadToken(const std::string& build_id, const std::string& hash) const;
+
   // Code interpreter (code_interpreter.cc).
   void CodeInterpreter(api::Request& req, api::Responder& res, const Target& t);
   Result<std::shared_ptr<ExecService>> Service(const Target& t);
@@ -91,6 +122,8 @@ class E2b {
   std::mutex mu_;
   std::map<std::string, std::string> tags_;       // proc id -> E2B tag; GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<ExecService>> services_;  // sandbox -> service; GUARDED_BY(mu_)
+  std::map<std::string, std::shared_ptr<E2bTemplateBuild>> builds_;  // by build id; GUARDED_BY(mu_)
+  std::deque<std::string> build_order_;                              // oldest first; GUARDED_BY(mu_)
 };
 
 }  // namespace space::e2b

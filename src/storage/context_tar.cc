@@ -128,11 +128,12 @@ Status ParsePax(std::string_view data, PaxValues* pax) {
 
 }  // namespace
 
-Result<std::vector<TarMember>> ListTar(std::string_view tar) {
+Result<std::vector<TarMember>> ListTar(std::string_view tar, size_t* end) {
   std::vector<TarMember> out;
   PaxValues next;  // from a pax 'x' or GNU 'L'/'K' header
   size_t off = 0;
   for (;;) {
+    if (end != nullptr) *end = off;
     if (off + kBlock > tar.size()) {
       if (off == tar.size() && !out.empty()) break;  // no end blocks: tolerated, as GNU tar does
       return InvalidArgument("tar: truncated archive");
@@ -269,6 +270,20 @@ std::string UstarHeader(const std::string& name, char type, uint32_t mode, uint6
   Octal(&h, 148, 7, sum);
   h[155] = ' ';
   return h;
+}
+
+Result<std::string> ConcatTars(const std::vector<std::string>& tars, size_t cap) {
+  std::string out;
+  for (const std::string& t : tars) {
+    size_t end = 0;
+    RETURN_IF_ERROR(ListTar(t, &end).status());
+    if (out.size() + end + 2 * kBlock > cap) {
+      return PayloadTooLarge("the tarballs together are larger than " + std::to_string(cap) + " bytes");
+    }
+    out.append(t, 0, end);
+  }
+  out.append(2 * kBlock, '\0');
+  return out;
 }
 
 }  // namespace space::storage

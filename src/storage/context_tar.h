@@ -30,7 +30,13 @@ struct TarMember {
 };
 
 // Lists the members of `tarball` in order. invalid_argument names the first bad member.
-Result<std::vector<TarMember>> ListTar(std::string_view tarball);
+// `end`, if given, gets the offset where the members end (the first end-of-archive block).
+Result<std::vector<TarMember>> ListTar(std::string_view tarball, size_t* end = nullptr);
+
+// One tarball holding the members of each of `tars` in turn (each checked as ListTar does),
+// no larger than `cap` bytes: payload_too_large past it. A later member of a path wins when
+// it is extracted, as with one tar written in that order.
+Result<std::string> ConcatTars(const std::vector<std::string>& tars, size_t cap);
 
 // One ustar header block (512 bytes, checksummed): `name` and `link` cut to 100 bytes, uid and
 // gid to 7 octal digits (longer values need a pax header first, which the caller writes).

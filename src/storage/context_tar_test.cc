@@ -31,6 +31,22 @@ TEST(ContextTarTest, ListsFilesDirsAndLinks) {
   EXPECT_EQ((*members)[3].link, "main.py");
 }
 
+TEST(ContextTarTest, ConcatenatesTarballsIntoOne) {
+  const std::string a = Member("app/", '5') + Member("app/a.txt", '0', "A") + End();
+  const std::string b = Member("config.txt", '0', std::string(700, 'c')) + End() + End();  // extra end blocks
+  auto both = ConcatTars({a, b}, 1 << 20);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  auto members = ListTar(*both);
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  ASSERT_EQ(members->size(), 3u);
+  EXPECT_EQ((*members)[1].data, "A");
+  EXPECT_EQ((*members)[2].path, "config.txt");
+  EXPECT_EQ((*members)[2].data.size(), 700u);
+  // Each part is checked; the result is bounded.
+  EXPECT_FALSE(ConcatTars({a, "not a tarball at all"}, 1 << 20).ok());
+  EXPECT_EQ(ConcatTars({a, b}, 2048).status().code(), StatusCode::kPayloadTooLarge);
+}
+
 TEST(ContextTarTest, RefusesHostileArchives) {
   struct Case {
     const char* what;

@@ -1,50 +1,17 @@
 #include "storage/oci_image.h"
 
-#include <zlib.h>
-
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "storage/context_tar.h"
 #include "storage/digest.h"
+#include "storage/gzip.h"
 
 namespace space::storage {
 namespace {
 
 constexpr size_t kMaxJsonBytes = 4u << 20;  // a manifest, an index or a config
-
-// gzip (or zlib) to bytes, refusing more than `cap` bytes out: a small layer may inflate to
-// anything.
-Result<std::string> Inflate(std::string_view in, size_t cap) {
-  z_stream z{};
-  if (inflateInit2(&z, 15 + 32) != Z_OK) return Internal("inflateInit2 failed");
-  std::string out;
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  int rc = Z_OK;
-  char buf[1 << 16];
-  while (rc != Z_STREAM_END) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof(buf);
-    rc = inflate(&z, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) {
-      inflateEnd(&z);
-      return InvalidArgument("image: a layer is not valid gzip");
-    }
-    out.append(buf, sizeof(buf) - z.avail_out);
-    if (out.size() > cap) {
-      inflateEnd(&z);
-      return InvalidArgument("image: the layers inflate to more than the cap");
-    }
-    if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
-      inflateEnd(&z);
-      return InvalidArgument("image: a gzip layer is truncated");
-    }
-  }
-  inflateEnd(&z);
-  return out;
-}
 
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what) {
   if (text.size() > kMaxJsonBytes) return InvalidArgument("image: " + what + " is larger than 4 MiB");
@@ -112,7 +79,7 @@ Status AddLayer(std::string_view data, size_t max_bytes, size_t* total, std::vec
   if (layers->size() >= kMaxImageLayers) return InvalidArgument("image: more than 128 layers");
   std::string tar;
   if (data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f && static_cast<unsigned char>(data[1]) == 0x8b) {
-    ASSIGN_OR_RETURN(tar, Inflate(data, max_bytes - *total));
+    ASSIGN_OR_RETURN(tar, Inflate(data, max_bytes - *total, "image: a layer"));
   } else if (data.size() >= 4 && data.substr(0, 4) == std::string_view("\x28\xb5\x2f\xfd", 4)) {
     return InvalidArgument("image: zstd layers are not supported (gzip or uncompressed only)");
   } else {

@@ -3,25 +3,13 @@
 // line per step with its wall time; exits non-zero at the first failed check.
 // E2E_RUNTIME=vm runs every sandbox on the vm runtime (metadata `space.runtime`, docs/e2b.md).
 import assert from 'node:assert/strict'
+import { step, steps } from './steps.mjs'
 import { Sandbox, CommandExitError } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const runId = `run${process.pid}x${Date.now()}`
 const runtime = process.env.E2E_RUNTIME || ''
 const runtimeMd = runtime ? { 'space.runtime': runtime } : {}
-const steps = []
-async function step(name, fn) {
-  const t0 = performance.now()
-  try {
-    await fn()
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`)
-    throw e
-  }
-  const ms = Math.round(performance.now() - t0)
-  steps.push({ name, ms })
-  console.log(`ok   ${name} (${ms} ms)`)
-}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 async function until(what, cond, timeoutMs = 10000) {
   const end = Date.now() + timeoutMs

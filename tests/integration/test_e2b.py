@@ -61,6 +61,64 @@ class E2bSdkTest(unittest.TestCase):
         self.assertTrue(summary["ok"])
         return summary
 
+    def test_sdk_template_build(self):
+        # tests/e2b/template.mjs: the SDK's Template builder against SPACE's template builds.
+        env = dict(os.environ, E2B_API_URL=self.s.url, E2B_SANDBOX_URL=self.s.url, E2B_API_KEY=self.s.key)
+        env.pop("E2B_DEBUG", None)
+        r = subprocess.run(["node", "template.mjs"], cwd=E2B_DIR, env=env, timeout=900,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print("\n" + r.stdout.rstrip())
+        if r.returncode != 0:
+            self.fail("template.mjs failed (exit %d)\n--- server log ---\n%s" % (r.returncode, self.s.log_tail()))
+        self.assertEqual(len(json.loads(r.stdout.strip().splitlines()[-1])["steps"]), 5)
+
+    def test_template_uploads_refuse_bad_links_and_hostile_archives(self):
+        key = {"X-API-KEY": self.s.key}
+        st, b = self.s.json("POST", "/v3/templates", {"name": "e2e-hostile"}, headers=key)
+        self.assertEqual(st, 202, b)
+        tid, bid = b["templateID"], b["buildID"]
+        h = "c" * 64
+        st, link = self.s.json("GET", "/templates/%s/files/%s" % (tid, h), headers=key)
+        self.assertEqual((st, link["present"]), (201, False), link)
+        path = link["url"].split("/", 3)[3]  # the link names this listener: keep its path
+
+        def put(p, data):
+            st, _, body = self.s.call("PUT", "/" + p, raw=data, key=False)
+            return st, json.loads(body) if body else None
+        import gzip
+        import io
+        import tarfile
+        good = io.BytesIO()
+        with tarfile.open(fileobj=good, mode="w") as t:
+            info = tarfile.TarInfo("app/ok.txt")
+            info.size = 2
+            t.addfile(info, io.BytesIO(b"ok"))
+        climb = io.BytesIO()
+        with tarfile.open(fileobj=climb, mode="w") as t:
+            info = tarfile.TarInfo("../../etc/passwd")
+            info.size = 1
+            t.addfile(info, io.BytesIO(b"x"))
+        self.assertEqual(put(path.replace("token=", "token=0"), good.getvalue())[0], 401)  # a forged token
+        self.assertEqual(put(path.split("&token=")[0], good.getvalue())[0], 401)           # none
+        self.assertEqual(put(path.replace("c" * 64, "d" * 64), good.getvalue())[0], 401)   # another hash
+        self.assertEqual(put(path, b"not a tar")[0], 400)
+        self.assertEqual(put(path, climb.getvalue())[0], 400)
+        self.assertEqual(put(path, gzip.compress(b"\0" * (80 << 20)))[0], 400)  # inflates past 64 MiB
+        self.assertEqual(put(path, gzip.compress(good.getvalue()))[0], 200)
+        # A trigger that names files never uploaded, or an image, fails with its reason.
+        body = {"fromTemplate": "busybox", "steps": [
+            {"type": "COPY", "args": ["app", "/app", "", ""], "filesHash": "e" * 64, "force": False}]}
+        st, b = self.s.json("POST", "/v2/templates/%s/builds/%s" % (tid, bid), body, headers=key)
+        self.assertEqual((st, b["code"]), (400, 400), b)
+        self.assertIn("were not uploaded", b["message"])
+        st, b = self.s.json("POST", "/v2/templates/%s/builds/%s" % (tid, "bld_nope"), body, headers=key)
+        self.assertEqual(st, 404, b)
+        st, b = self.s.json("GET", "/templates/%s/builds/%s/status" % (tid, bid), headers=key)
+        self.assertEqual((st, b["status"], b["logEntries"]), (200, "waiting", []), b)
+        # Without an API key nothing but the upload is served.
+        st, _, _ = self.s.call("POST", "/v3/templates", raw=b'{"name":"x"}', key=False)
+        self.assertEqual(st, 401)
+
     def test_sdk_flow(self):
         self.assertEqual(len(self.run_e2e()["steps"]), 16)
 
