@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "daemon/node_prepare.h"
+
 namespace space::cli {
 namespace {
 
@@ -48,10 +50,14 @@ void FleetCommands::Register(CLI::App& app) {
   node_drain_->add_option("name", name_)->required();
   node_ready_ = node_cmd_->add_subcommand("ready", "put a drained node back into scheduling");
   node_ready_->add_option("name", name_)->required();
+  node_prepare_ = node_cmd_->add_subcommand(
+      "prepare",
+      "fetch what vm sandboxes need (the guest kernel, from apt) before the node runs without a route to it");
 }
 
 std::optional<int> FleetCommands::RunDaemon() {
   if (server_cmd_->parsed()) return daemon::RunServer(server_);
+  if (node_prepare_->parsed()) return daemon::RunNodePrepare();
   if (!node_cmd_->parsed() || node_ls_->parsed() || node_drain_->parsed() || node_ready_->parsed()) return std::nullopt;
   if (node_.node_name.empty()) return Fail("space node: --name is required to run a node agent");
   return daemon::RunDev(node_);

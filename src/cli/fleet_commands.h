@@ -1,6 +1,6 @@
 // Fleet commands: `space server` (a control-plane replica) and `space node` (a node agent),
 // whose flags this parses and whose runs are src/daemon's; and the operator's
-// `space node ls|drain|ready` against a server.
+// `space node ls|drain|ready` against a server, and `space node prepare` (daemon/node_prepare.h).
 #pragma once
 
 #include <optional>
@@ -30,6 +30,7 @@ class FleetCommands {
   CLI::App* node_ls_ = nullptr;
   CLI::App* node_drain_ = nullptr;
   CLI::App* node_ready_ = nullptr;
+  CLI::App* node_prepare_ = nullptr;
   std::string name_;
 };
 

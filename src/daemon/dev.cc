@@ -353,6 +353,7 @@ int RunDev(const DevOptions& options) {
   if (fleet) {
     nc.node_name = options.node_name;
     nc.store_dir = options.snapshot_store;
+    nc.share_templates = true;
   }
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
   sigset_t sigs;

@@ -36,6 +36,7 @@ struct CreateRequest {
   // profiles' current state. Unset: resolve `egress_profiles` now.
   std::optional<nlohmann::json> inherited_egress;
   int64_t received_mono_ns = 0;  // when the API got the request, for timings.create_ms
+  double pull_template_ms = 0;   // set when the template was pulled from the fleet's store
 };
 
 }  // namespace space::node

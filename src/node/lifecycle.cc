@@ -81,7 +81,11 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
     if (req.build_layer) {
       if (!d_.pool->HasTemplateTree(req.template_digest)) return NotFound("no build layer " + req.template_digest);
     } else {
-      RETURN_IF_ERROR(d_.pool->ResolveTemplate(req.template_name, req.template_digest).status());
+      Status found = d_.pool->ResolveTemplate(req.template_name, req.template_digest).status();
+      if (found.code() == StatusCode::kNotFound && d_.pull_templates && PullTemplate(&req).ok()) {
+        found = d_.pool->ResolveTemplate(req.template_name, req.template_digest).status();
+      }
+      RETURN_IF_ERROR(found);
     }
     template_digest = req.template_digest;
     ASSIGN_OR_RETURN(config, ReadTemplateConfig(d_.pool->TemplatePath(template_digest)));
@@ -101,7 +105,19 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
     }
   } else if (!IsBuiltinTemplate(req.template_name)) {
     // Imported templates must exist now; built-ins are built on first use.
-    ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, d_.pool->GetTemplate(req.template_name));
+    auto found = d_.pool->GetTemplate(req.template_name);
+    // A fleet node creates from the template as the store records it: pulled on first use,
+    // and again when another node rebuilt it. One it holds but no node published (imported
+    // before it joined the fleet) is its own.
+    if (d_.pull_templates) {
+      auto pulled = PullTemplate(&req);
+      if (pulled.ok() || !found.ok()) {
+        found = std::move(pulled);
+      } else if (pulled.status().code() != StatusCode::kNotFound) {
+        LogWarn("lifecycle", "template " + req.template_name + " from the local copy: " + pulled.status().ToString());
+      }
+    }
+    ASSIGN_OR_RETURN(storage::TemplateInfo tmpl, std::move(found));
     current_digest = tmpl.digest;
     ASSIGN_OR_RETURN(config, ReadTemplateConfig(tmpl.path));
     // Pinned now, so the sandbox gets the tree whose env it was given.
@@ -176,6 +192,14 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
   return rec;
 }
 
+Result<storage::TemplateInfo> Lifecycle::PullTemplate(CreateRequest* req) {
+  const int64_t start = MonoNowNs();
+  bool restored = false;
+  auto pulled = d_.snapshots->PullTemplate(req->template_name, &restored);
+  if (restored) req->pull_template_ms = static_cast<double>(MonoNowNs() - start) / 1e6;
+  return pulled;
+}
+
 Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
   struct CreateDone {
     WarmPools* pools;
@@ -189,6 +213,7 @@ Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
     steps[name] = static_cast<double>(now - step_start) / 1e6;
     step_start = now;
   };
+  if (req.pull_template_ms > 0) steps["pull_template"] = req.pull_template_ms;
   Status st = [&]() -> Status {
     const uint64_t disk_limit = RootQuotaBytes(rec.runtime, req.resources);
     if (!req.from_snapshot.empty()) {

@@ -53,6 +53,9 @@ class Lifecycle {
     Snapshots* snapshots = nullptr;
     UidSlotLease* uid_slots = nullptr;
     PrivilegedActs* privileged = nullptr;  // nice values the node may not set itself
+    // A fleet node: a template this pool lacks is pulled from the shared store, where the
+    // node that built it published it (Snapshots::PullTemplate).
+    bool pull_templates = false;
   };
   // `warm_pool`: template -> sandboxes to keep pre-created (empty: every create is cold).
   Lifecycle(Deps deps, const std::map<std::string, int>& warm_pool);
@@ -106,6 +109,9 @@ class Lifecycle {
   // Create up to the point where the work is queued: validation, the record, the warm path.
   // Sets *served when a pooled sandbox served it.
   Result<store::Sandbox> PrepareCreate(CreateRequest* req, bool allow_warm, std::optional<SandboxAndOp>* served);
+  // A fleet's template as the store records it (Snapshots::PullTemplate); the time a restore
+  // took goes in the request, for timings.steps.pull_template.
+  Result<storage::TemplateInfo> PullTemplate(CreateRequest* req);
   // Starts the runtime over an existing root; fills `steps`. With `pooled`, the booted
   // sandbox goes there instead of into the live table, and a failure leaves nothing running.
   Status Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_ptr<LiveSandbox>* pooled = nullptr);

@@ -173,7 +173,8 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
                                                                  .runtimes = node->runtimes_.get(),
                                                                  .tree_jail = tree_jail});
   node->metrics_ = std::make_unique<SandboxMetrics>(store, &node->live_, node->pool_.get());
-  node->templates_ = std::make_unique<Templates>(node->pool_.get());
+  node->templates_ =
+      std::make_unique<Templates>(node->pool_.get(), config.share_templates ? node->snapshots_.get() : nullptr);
   node->lifecycle_ = std::make_unique<Lifecycle>(Lifecycle::Deps{.node_name = config.node_name,
                                                                  .guest_binary = config.guest_binary,
                                                                  .store = store,
@@ -186,7 +187,8 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
                                                                  .egress = node->egress_.get(),
                                                                  .snapshots = node->snapshots_.get(),
                                                                  .uid_slots = &node->uid_slots_,
-                                                                 .privileged = privileged},
+                                                                 .privileged = privileged,
+                                                                 .pull_templates = config.share_templates},
                                                  config.warm_pool);
   node->io_ = std::make_unique<SandboxIo>(store, &node->live_, node->audit_.get(),
                                           [lc = node->lifecycle_.get()] { lc->warm_pools().NoteActivity(); });
@@ -194,11 +196,13 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
       [io = node->io_.get()](const store::Sandbox& rec, const TemplateConfig& config, nlohmann::json* steps) {
         return StartTemplateCommands(io, rec, config, steps);
       });
-  node->template_builds_ = std::make_unique<TemplateBuilds>(TemplateBuilds::Deps{.pool = node->pool_.get(),
-                                                                                 .lifecycle = node->lifecycle_.get(),
-                                                                                 .io = node->io_.get(),
-                                                                                 .ops = node->ops_.get(),
-                                                                                 .store = store});
+  node->template_builds_ = std::make_unique<TemplateBuilds>(
+      TemplateBuilds::Deps{.pool = node->pool_.get(),
+                           .lifecycle = node->lifecycle_.get(),
+                           .io = node->io_.get(),
+                           .ops = node->ops_.get(),
+                           .store = store,
+                           .publish = config.share_templates ? node->snapshots_.get() : nullptr});
 
   RETURN_IF_ERROR(node->lifecycle_->Reconcile());
   if (node->egress_) node->egress_->Reconcile();

@@ -52,6 +52,9 @@ struct NodeConfig {
   std::string node_name = "local";
   std::string uid_lock_dir;  // default: <host run dir>/uid-slots (host-wide, tmpfs)
   std::string store_dir;     // snapshot store; default <data_dir>/store
+  // A fleet's node: built templates are published to the store and pulled by the nodes that
+  // lack them (templates on every node).
+  bool share_templates = false;
   // Key-encryption key for credential secrets, outside the database; SPACE_KEK (64 hex
   // characters) overrides. Default <data_dir>/credentials.kek (mode 0600).
   std::string kek_path;

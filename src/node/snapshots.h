@@ -6,6 +6,7 @@
 // Owned by the Node; borrows what Deps names. Thread-safe.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,18 @@ class Snapshots {
   Status EnsureLocal(const std::string& snap_id);
   // After a crash: exports that did not finish run again; their orphaned objects go.
   Status Reconcile();
+
+  // Templates on every node sharing the store (snapshots_templates.cc). Publish exports
+  // template `t`'s tree (read in the tree jail) and records {name, team, digest, manifest}
+  // under templates/<name>.json; a no-op when the record names that digest already. Pull
+  // brings template `name` from the store into this pool: the tree is restored in the tree
+  // jail, digested by the pool, and named only when that digest is the recorded one.
+  // not_found when no node published it; the local template when it is the recorded one.
+  Status PublishTemplate(const storage::TemplateInfo& t);
+  // `restored` (optional) says whether the tree had to come from the store.
+  Result<storage::TemplateInfo> PullTemplate(const std::string& name, bool* restored = nullptr);
+  // Removes the record: no node pulls `name` any more (those holding it keep their copy).
+  Status WithdrawTemplate(const std::string& name);
   // Takes the rolling snapshots that are due among `live` and thins the old ones.
   void Roll(int64_t now_ms, const std::vector<std::shared_ptr<LiveSandbox>>& live);
 
@@ -65,6 +78,8 @@ class Snapshots {
   Status CheckpointVm(const store::Sandbox& rec, const std::string& snap_id);
 
   const Deps d_;
+  // Pulls run one at a time: two creates of one missing template restore it once.
+  std::mutex pull_mu_;
 };
 
 }  // namespace space::node

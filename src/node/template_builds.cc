@@ -124,7 +124,9 @@ Status TemplateBuilds::Remove(const std::string& team, const std::string& name, 
       }
     }
   }
-  return d_.pool->RemoveTemplate(name);
+  RETURN_IF_ERROR(d_.pool->RemoveTemplate(name));
+  return d_.publish == nullptr ? Status::Ok()
+                               : d_.publish->WithdrawTemplate(name).Annotate("withdraw template " + name);
 }
 
 Status TemplateBuilds::Run(const Recipe& r, BuildLog* log) {
@@ -279,6 +281,10 @@ Status TemplateBuilds::Run(const Recipe& r, BuildLog* log) {
   }
   sandbox.Drop();
   ASSIGN_OR_RETURN(storage::TemplateInfo named, d_.pool->NameTemplate(r.name, digest, r.team));
+  if (d_.publish != nullptr) {
+    say(last, "publishing " + r.name + " to the fleet's store");
+    RETURN_IF_ERROR(d_.publish->PublishTemplate(named).Annotate("publish template " + r.name));
+  }
   say(last, "template " + r.name + " = " + named.digest + " (" + std::to_string(ran) + " steps ran, " +
                 std::to_string(cached) + " cached)");
   log->Finish({"done",

@@ -21,6 +21,7 @@
 #include "node/operations.h"
 #include "node/recipe.h"
 #include "node/sandbox_io.h"
+#include "node/snapshots.h"
 #include "storage/pool.h"
 #include "store/store.h"
 
@@ -34,6 +35,9 @@ class TemplateBuilds {
     SandboxIo* io = nullptr;
     Operations* ops = nullptr;
     store::Store* store = nullptr;
+    // Set on a fleet's nodes: each built template is published to the shared store, so every
+    // node can create from it (Snapshots::PublishTemplate). Null: it stays on this node.
+    Snapshots* publish = nullptr;
   };
   explicit TemplateBuilds(Deps deps) : d_(deps) {}
 

@@ -21,7 +21,13 @@ Result<storage::TemplateInfo> Templates::Build(const std::string& name, const st
 Result<storage::TemplateInfo> Templates::Import(const std::string& name, const std::string& source,
                                                 const storage::ProgressFn& progress) {
   if (IsBuiltinTemplate(name)) return Conflict("template " + name + " is built in");
-  return pool_->ImportTemplate(name, source, progress);
+  return Published(pool_->ImportTemplate(name, source, progress));
+}
+
+Result<storage::TemplateInfo> Templates::Published(Result<storage::TemplateInfo> t) {
+  if (!t.ok() || publish_ == nullptr) return t;
+  RETURN_IF_ERROR(publish_->PublishTemplate(*t).Annotate("template " + t->name + " is on this node; publishing it"));
+  return t;
 }
 
 namespace {
@@ -66,7 +72,7 @@ Result<storage::TemplateInfo> Templates::ImportImage(const std::string& name, st
   UniqueFd tarball(fd);
   RETURN_IF_ERROR(WriteAll(tarball.get(), flat));
   if (::lseek(tarball.get(), 0, SEEK_SET) != 0) return ErrnoStatus("lseek", "space-image", errno);
-  return pool_->ImportTemplateTarball(name, tarball.get(), "image " + name, progress);
+  return Published(pool_->ImportTemplateTarball(name, tarball.get(), "image " + name, progress));
 }
 
 }  // namespace space::node

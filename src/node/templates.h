@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "node/snapshots.h"
 #include "storage/pool.h"
 
 namespace space::node {
@@ -18,7 +19,9 @@ bool IsBuiltinTemplate(const std::string& name);
 
 class Templates {
  public:
-  explicit Templates(storage::Pool* pool) : pool_(pool) {}
+  // `publish` set (a fleet's node): each import is published to the shared store, so every
+  // node can create from it (Snapshots::PublishTemplate).
+  explicit Templates(storage::Pool* pool, Snapshots* publish = nullptr) : pool_(pool), publish_(publish) {}
 
   Result<std::vector<storage::TemplateInfo>> List() { return pool_->ListTemplates(); }
   Result<storage::TemplateInfo> Get(const std::string& name) { return pool_->GetTemplate(name); }
@@ -33,7 +36,10 @@ class Templates {
                                             const storage::ProgressFn& progress);
 
  private:
+  Result<storage::TemplateInfo> Published(Result<storage::TemplateInfo> t);
+
   storage::Pool* const pool_;
+  Snapshots* const publish_;
 };
 
 }  // namespace space::node

@@ -59,20 +59,38 @@ Result<std::string> HashFromObjectKey(std::string_view key) {
   return std::string(hex);
 }
 
-Result<std::string> SnapIdFromManifestKey(std::string_view key) {
-  if (key.size() <= kManifestsPrefix.size() + kManifestSuffix.size() ||
-      key.substr(0, kManifestsPrefix.size()) != kManifestsPrefix ||
+namespace {
+// The id in "<prefix><id>.json", when it is a valid id.
+Result<std::string> IdFromJsonKey(std::string_view key, std::string_view prefix, const char* what) {
+  if (key.size() <= prefix.size() + kManifestSuffix.size() || key.substr(0, prefix.size()) != prefix ||
       key.substr(key.size() - kManifestSuffix.size()) != kManifestSuffix) {
-    return InvalidArgument("not a manifest key");
+    return InvalidArgument(std::string("not a ") + what + " key");
   }
-  std::string_view id =
-      key.substr(kManifestsPrefix.size(), key.size() - kManifestsPrefix.size() - kManifestSuffix.size());
-  if (!ValidateSnapId(id).ok()) return InvalidArgument("not a manifest key");
+  std::string_view id = key.substr(prefix.size(), key.size() - prefix.size() - kManifestSuffix.size());
+  if (!ValidateSnapId(id).ok()) return InvalidArgument(std::string("not a ") + what + " key");
   return std::string(id);
+}
+}  // namespace
+
+Result<std::string> SnapIdFromManifestKey(std::string_view key) {
+  return IdFromJsonKey(key, kManifestsPrefix, "manifest");
+}
+
+Result<std::string> NameFromTemplateKey(std::string_view key) {
+  return IdFromJsonKey(key, kTemplatesPrefix, "template");
+}
+
+std::string TemplateKey(std::string_view name) {
+  std::string key(kTemplatesPrefix);
+  key.append(name);
+  key.append(kManifestSuffix);
+  return key;
 }
 
 Status ValidateKey(std::string_view key) {
-  if (HashFromObjectKey(key).ok() || SnapIdFromManifestKey(key).ok()) return Status::Ok();
+  if (HashFromObjectKey(key).ok() || SnapIdFromManifestKey(key).ok() || NameFromTemplateKey(key).ok()) {
+    return Status::Ok();
+  }
   return InvalidArgument("invalid blob key \"" + std::string(key.substr(0, 200)) + "\"");
 }
 

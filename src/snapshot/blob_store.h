@@ -1,9 +1,11 @@
 // BlobStore: the flat key -> bytes store snapshots are exported to, and the key layout
 // every implementation shares.
 //
-// Keys have exactly two shapes:
+// Keys have exactly three shapes:
 //   objects/<aa>/<sha256hex>   a zstd-compressed chunk; <aa> is the hash's first two hex digits
 //   manifests/<snap_id>.json   a snapshot's manifest; its existence makes the snapshot restorable
+//   templates/<name>.json      a template published to every node sharing the store: its name,
+//                              team, digest and the manifest of its tree (node/snapshots.h)
 // The layout is fixed so that a local directory and an S3-like bucket hold the same names and
 // a store can be copied between them. Implementations reject any other key (InvalidArgument),
 // so a key never names a path outside the store.
@@ -16,7 +18,8 @@
 //           because storage is untrusted. Fails with PayloadTooLarge beyond `max_bytes`,
 //           NotFound when absent.
 //   Delete  OK when the key is already absent (GC and retries are idempotent).
-//   List    every key starting with `prefix` (one of "objects/", "manifests/"), any order.
+//   List    every key starting with `prefix` (one of "objects/", "manifests/", "templates/"),
+//           any order.
 //   RemoveStaleTemp  removes abandoned partial writes older than `older_than_ms` (local: tmp.*
 //           files left by a crash mid-Put; S3: stale multipart uploads). Returns how many.
 // Implementations must be safe to call from several threads at once.
@@ -34,6 +37,7 @@ namespace space::snapshot {
 
 inline constexpr std::string_view kObjectsPrefix = "objects/";
 inline constexpr std::string_view kManifestsPrefix = "manifests/";
+inline constexpr std::string_view kTemplatesPrefix = "templates/";
 
 class BlobStore {
  public:
@@ -59,10 +63,14 @@ std::string ObjectKey(std::string_view sha256_hex);
 // "manifests/<id>.json"; `snap_id` must satisfy ValidateSnapId.
 std::string ManifestKey(std::string_view snap_id);
 
-// Checks `key` has one of the two shapes above.
+// "templates/<name>.json"; `name` must satisfy ValidateSnapId (template names are narrower).
+std::string TemplateKey(std::string_view name);
+
+// Checks `key` has one of the three shapes above.
 Status ValidateKey(std::string_view key);
 // The hash in an object key, or the id in a manifest key; InvalidArgument for other keys.
 Result<std::string> HashFromObjectKey(std::string_view key);
 Result<std::string> SnapIdFromManifestKey(std::string_view key);
+Result<std::string> NameFromTemplateKey(std::string_view key);
 
 }  // namespace space::snapshot

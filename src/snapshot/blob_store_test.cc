@@ -20,6 +20,9 @@ TEST(BlobKeys, Layout) {
   EXPECT_EQ(ManifestKey("snap-1"), "manifests/snap-1.json");
   EXPECT_EQ(*HashFromObjectKey(ObjectKey(kHex2)), kHex2);
   EXPECT_EQ(*SnapIdFromManifestKey("manifests/s1.json"), "s1");
+  EXPECT_EQ(TemplateKey("app1"), "templates/app1.json");
+  EXPECT_EQ(*NameFromTemplateKey("templates/app1.json"), "app1");
+  EXPECT_FALSE(SnapIdFromManifestKey("templates/app1.json").ok());
 }
 
 TEST(BlobKeys, RejectsEverythingOutsideTheLayout) {
@@ -35,6 +38,10 @@ TEST(BlobKeys, RejectsEverythingOutsideTheLayout) {
       "manifests/.hidden.json",
       "manifests/-x.json",
       "manifests/x",
+      "templates/../x.json",
+      "templates/a/b.json",
+      "templates/.json",
+      "templates/x",
       "/etc/passwd",
       "tmp.123",
   };
@@ -62,6 +69,7 @@ TEST(LocalBlobStore, PutGetExistsDeleteList) {
   ASSERT_TRUE(s.Put(ObjectKey(kHex), "hello").ok());
   ASSERT_TRUE(s.Put(ObjectKey(kHex2), "").ok());
   ASSERT_TRUE(s.Put(ManifestKey("s1"), "{}").ok());
+  ASSERT_TRUE(s.Put(TemplateKey("app1"), "{}").ok());
   EXPECT_TRUE(*s.Exists(ObjectKey(kHex)));
   EXPECT_EQ(*s.Get(ObjectKey(kHex), 100), "hello");
   EXPECT_EQ(*s.Get(ObjectKey(kHex2), 100), "");
@@ -75,8 +83,10 @@ TEST(LocalBlobStore, PutGetExistsDeleteList) {
   std::sort(objects->begin(), objects->end());
   EXPECT_EQ(*objects, (std::vector<std::string>{ObjectKey(kHex), ObjectKey(kHex2)}));
   EXPECT_EQ(*s.List("manifests/"), std::vector<std::string>{"manifests/s1.json"});
+  EXPECT_EQ(*s.List("templates/"), std::vector<std::string>{"templates/app1.json"});
+  EXPECT_EQ(*s.Get(TemplateKey("app1"), 100), "{}");
   EXPECT_EQ(s.List("objects/ab/")->size(), 1u);
-  EXPECT_EQ(s.List("")->size(), 3u);
+  EXPECT_EQ(s.List("")->size(), 4u);
 
   ASSERT_TRUE(s.Delete(ObjectKey(kHex)).ok());
   ASSERT_TRUE(s.Delete(ObjectKey(kHex)).ok());  // idempotent

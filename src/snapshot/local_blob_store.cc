@@ -15,6 +15,7 @@ namespace {
 constexpr std::string_view kTempPrefix = "tmp.";
 const std::string kObjectsDir = "objects";
 const std::string kManifestsDir = "manifests";
+const std::string kTemplatesDir = "templates";
 
 // The file name of `key` inside its directory (the part after the last '/').
 std::string KeyBaseName(const std::string& key) { return key.substr(key.rfind('/') + 1); }
@@ -35,12 +36,14 @@ Result<std::unique_ptr<LocalBlobStore>> LocalBlobStore::Open(const std::string& 
   ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFd(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
   RETURN_IF_ERROR(MkdirAtIfMissing(root_fd.get(), kObjectsDir, root + "/objects"));
   RETURN_IF_ERROR(MkdirAtIfMissing(root_fd.get(), kManifestsDir, root + "/manifests"));
+  RETURN_IF_ERROR(MkdirAtIfMissing(root_fd.get(), kTemplatesDir, root + "/templates"));
   RETURN_IF_ERROR(FsyncDir(root_fd.get(), root));
   return std::unique_ptr<LocalBlobStore>(new LocalBlobStore(root, std::move(root_fd)));
 }
 
 Result<UniqueFd> LocalBlobStore::OpenKeyDir(const std::string& key, bool create) {
   if (SnapIdFromManifestKey(key).ok()) return OpenDirAt(root_fd_.get(), kManifestsDir, root_ + "/manifests");
+  if (NameFromTemplateKey(key).ok()) return OpenDirAt(root_fd_.get(), kTemplatesDir, root_ + "/templates");
   ASSIGN_OR_RETURN(std::string hex, HashFromObjectKey(key));
   ASSIGN_OR_RETURN(UniqueFd objects, OpenDirAt(root_fd_.get(), kObjectsDir, root_ + "/objects"));
   std::string sub = hex.substr(0, 2);
@@ -139,6 +142,11 @@ Result<std::vector<std::string>> LocalBlobStore::List(std::string_view prefix) {
     ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirAt(dir.get(), root_ + "/manifests"));
     for (auto& n : names) add(std::string(kManifestsPrefix) + n);
   }
+  if (wanted(kTemplatesPrefix)) {
+    ASSIGN_OR_RETURN(UniqueFd dir, OpenDirAt(root_fd_.get(), kTemplatesDir, root_ + "/templates"));
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirAt(dir.get(), root_ + "/templates"));
+    for (auto& n : names) add(std::string(kTemplatesPrefix) + n);
+  }
   if (wanted(kObjectsPrefix)) {
     ASSIGN_OR_RETURN(UniqueFd objects, OpenDirAt(root_fd_.get(), kObjectsDir, root_ + "/objects"));
     ASSIGN_OR_RETURN(std::vector<std::string> subs, ListDirAt(objects.get(), root_ + "/objects"));
@@ -178,6 +186,8 @@ Result<uint64_t> LocalBlobStore::RemoveStaleTemp(int64_t older_than_ms) {
   };
   ASSIGN_OR_RETURN(UniqueFd manifests, OpenDirAt(root_fd_.get(), kManifestsDir, root_ + "/manifests"));
   RETURN_IF_ERROR(sweep(manifests.get(), root_ + "/manifests"));
+  ASSIGN_OR_RETURN(UniqueFd templates, OpenDirAt(root_fd_.get(), kTemplatesDir, root_ + "/templates"));
+  RETURN_IF_ERROR(sweep(templates.get(), root_ + "/templates"));
   ASSIGN_OR_RETURN(UniqueFd objects, OpenDirAt(root_fd_.get(), kObjectsDir, root_ + "/objects"));
   ASSIGN_OR_RETURN(std::vector<std::string> subs, ListDirAt(objects.get(), root_ + "/objects"));
   for (const auto& sub : subs) {

@@ -1,0 +1,105 @@
+// Snapshots: templates carried to every node through the snapshot store.
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "common/random.h"
+#include "node/snapshots.h"
+#include "snapshot/store_lock.h"
+
+namespace space::node {
+namespace {
+
+constexpr size_t kMaxRecordBytes = 64 << 10;
+
+// The manifest of a template's tree is named by its digest (one per tree, whoever names it),
+// in the shape of a snapshot id, since the pool restores it as one: 88 bits of the digest.
+std::string ManifestFor(const std::string& digest) { return "snap_" + digest.substr(digest.find(':') + 1, 22); }
+
+bool IsDigest(const std::string& d) {
+  return d.size() == 71 && d.compare(0, 7, "sha256:") == 0 && snapshot::IsSha256Hex(d.substr(7));
+}
+
+struct Published {
+  std::string team;
+  std::string digest;
+  std::string manifest;
+};
+
+// The store is untrusted: a record is read as hostile input, and its manifest name must be the
+// one its digest gives (so a record cannot point a name at another template's tree).
+Result<Published> ReadRecord(snapshot::BlobStore& blobs, const std::string& name) {
+  ASSIGN_OR_RETURN(std::string raw, blobs.Get(snapshot::TemplateKey(name), kMaxRecordBytes));
+  auto j = nlohmann::json::parse(raw, nullptr, false);
+  auto str = [&](const char* k) {
+    return j.is_object() && j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "";
+  };
+  Published p{str("team"), str("digest"), str("manifest")};
+  if (str("name") != name || !IsDigest(p.digest) || p.manifest != ManifestFor(p.digest) || p.team.size() > 64) {
+    return Internal("the store's record of template " + name + " is malformed");
+  }
+  return p;
+}
+
+}  // namespace
+
+Status Snapshots::PublishTemplate(const storage::TemplateInfo& t) {
+  if (auto have = ReadRecord(*d_.blobs, t.name); have.ok() && have->digest == t.digest && have->team == t.team) {
+    return Status::Ok();
+  }
+  const std::string manifest = ManifestFor(t.digest);
+  {
+    ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
+    ASSIGN_OR_RETURN(bool exported, d_.blobs->Exists(snapshot::ManifestKey(manifest)));
+    if (!exported) {
+      // A template holds files of other owners: read in the tree jail, as a snapshot is.
+      ASSIGN_OR_RETURN(snapshot::ExportStats stats,
+                       ExportInTreeJail(d_.tree_jail, d_.pool->TemplatePath(t.digest), manifest, "", *d_.blobs));
+      LogInfo("store", "published template " + t.name + " (" + t.digest + "): " + std::to_string(stats.bytes_read) +
+                           " bytes read, " + std::to_string(stats.bytes_written) + " stored");
+    }
+  }
+  const nlohmann::json record = {{"name", t.name}, {"team", t.team}, {"digest", t.digest}, {"manifest", manifest}};
+  return d_.blobs->Put(snapshot::TemplateKey(t.name), record.dump());
+}
+
+Result<storage::TemplateInfo> Snapshots::PullTemplate(const std::string& name, bool* restored) {
+  if (restored != nullptr) *restored = false;
+  std::lock_guard<std::mutex> pulling(pull_mu_);
+  auto record = ReadRecord(*d_.blobs, name);
+  if (!record.ok()) {
+    if (record.status().code() == StatusCode::kNotFound) {
+      return NotFound("template " + name + " is not on this node, and no node published it to the store");
+    }
+    return record.status();
+  }
+  if (auto local = d_.pool->GetTemplate(name); local.ok() && local->digest == record->digest) return local;
+  if (!d_.pool->HasTemplateTree(record->digest)) {
+    // Restored as a snapshot, cloned into a scratch root and committed as a layer: the pool
+    // digests the tree itself. The scratch root has no record, so a crash in between leaves
+    // what Reconcile removes.
+    const std::string scratch = NewId("sbx");
+    Status st;
+    {
+      ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
+      st = d_.pool->ImportSnapshot(record->manifest, [&](const std::string& dir) {
+        return RestoreInTreeJail(d_.tree_jail, record->manifest, *d_.blobs, dir);
+      });
+    }
+    if (st.ok()) st = d_.pool->CreateRootFromSnapshot(scratch, record->manifest, 0).status();
+    Result<storage::TemplateInfo> layer = st.ok() ? d_.pool->CommitRoot(scratch) : Result<storage::TemplateInfo>(st);
+    if (Status d = d_.pool->DestroyRoot(scratch); !d.ok()) LogWarn("store", d.ToString());
+    if (Status d = d_.pool->DeleteSnapshot(record->manifest); !d.ok()) LogWarn("store", d.ToString());
+    if (!layer.ok()) return layer.status().Annotate("pull template " + name);
+    if (layer->digest != record->digest) {
+      return Internal("template " + name + " from the store digests to " + layer->digest + ", not the recorded " +
+                      record->digest);
+    }
+    LogInfo("store", "pulled template " + name + " (" + record->digest + ")");
+    if (restored != nullptr) *restored = true;
+  }
+  return d_.pool->NameTemplate(name, record->digest, record->team);
+}
+
+Status Snapshots::WithdrawTemplate(const std::string& name) { return d_.blobs->Delete(snapshot::TemplateKey(name)); }
+
+}  // namespace space::node
