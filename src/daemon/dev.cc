@@ -354,6 +354,7 @@ int RunDev(const DevOptions& options) {
     nc.node_name = options.node_name;
     nc.store_dir = options.snapshot_store;
     nc.share_templates = true;
+    nc.template_record_key = fleet_token;
   }
   // Signals are taken synchronously by this thread; every other thread inherits the mask.
   sigset_t sigs;

@@ -171,7 +171,8 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
                                                                  .ops = node->ops_.get(),
                                                                  .audit = node->audit_.get(),
                                                                  .runtimes = node->runtimes_.get(),
-                                                                 .tree_jail = tree_jail});
+                                                                 .tree_jail = tree_jail,
+                                                                 .template_record_key = config.template_record_key});
   node->metrics_ = std::make_unique<SandboxMetrics>(store, &node->live_, node->pool_.get());
   node->templates_ =
       std::make_unique<Templates>(node->pool_.get(), config.share_templates ? node->snapshots_.get() : nullptr);

@@ -55,6 +55,9 @@ struct NodeConfig {
   // A fleet's node: built templates are published to the store and pulled by the nodes that
   // lack them (templates on every node).
   bool share_templates = false;
+  // The fleet token: published template records carry its MAC, and a record without a valid
+  // one is refused (only the fleet's own nodes record builds).
+  std::string template_record_key;
   // Key-encryption key for credential secrets, outside the database; SPACE_KEK (64 hex
   // characters) overrides. Default <data_dir>/credentials.kek (mode 0600).
   std::string kek_path;

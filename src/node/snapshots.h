@@ -35,6 +35,9 @@ class Snapshots {
     AuditLog* audit = nullptr;
     const Runtimes* runtimes = nullptr;
     TreeJailConfig tree_jail;  // snapshot trees hold files of other owners: walked there
+    // Published template records are MACed with it (HMAC-SHA256) and refused without a valid
+    // MAC: whoever can write the store cannot name a template. Empty: records are not MACed.
+    std::string template_record_key;
   };
   explicit Snapshots(Deps deps) : d_(std::move(deps)) {}
 

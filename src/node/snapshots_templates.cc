@@ -1,4 +1,7 @@
 // Snapshots: templates carried to every node through the snapshot store.
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -25,9 +28,26 @@ struct Published {
   std::string manifest;
 };
 
+// HMAC-SHA256 of the record's fields (none holds a newline: names, teams and digests are
+// validated narrower), hex.
+std::string RecordMac(const std::string& key, const std::string& name, const Published& p) {
+  const std::string msg = "space template record v1\n" + name + "\n" + p.team + "\n" + p.digest + "\n" + p.manifest;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
+       msg.size(), mac, &len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[mac[i] >> 4];
+    out += kHex[mac[i] & 15];
+  }
+  return out;
+}
+
 // The store is untrusted: a record is read as hostile input, and its manifest name must be the
 // one its digest gives (so a record cannot point a name at another template's tree).
-Result<Published> ReadRecord(snapshot::BlobStore& blobs, const std::string& name) {
+Result<Published> ReadRecord(snapshot::BlobStore& blobs, const std::string& name, const std::string& key) {
   ASSIGN_OR_RETURN(std::string raw, blobs.Get(snapshot::TemplateKey(name), kMaxRecordBytes));
   auto j = nlohmann::json::parse(raw, nullptr, false);
   auto str = [&](const char* k) {
@@ -37,13 +57,22 @@ Result<Published> ReadRecord(snapshot::BlobStore& blobs, const std::string& name
   if (str("name") != name || !IsDigest(p.digest) || p.manifest != ManifestFor(p.digest) || p.team.size() > 64) {
     return Internal("the store's record of template " + name + " is malformed");
   }
+  if (!key.empty()) {
+    const std::string want = RecordMac(key, name, p);
+    const std::string got = str("mac");
+    if (got.size() != want.size() || CRYPTO_memcmp(got.data(), want.data(), want.size()) != 0) {
+      return PermissionDenied("the store's record of template " + name +
+                              " was not made by a node of this fleet (its MAC does not check out): refused");
+    }
+  }
   return p;
 }
 
 }  // namespace
 
 Status Snapshots::PublishTemplate(const storage::TemplateInfo& t) {
-  if (auto have = ReadRecord(*d_.blobs, t.name); have.ok() && have->digest == t.digest && have->team == t.team) {
+  if (auto have = ReadRecord(*d_.blobs, t.name, d_.template_record_key);
+      have.ok() && have->digest == t.digest && have->team == t.team) {
     return Status::Ok();
   }
   const std::string manifest = ManifestFor(t.digest);
@@ -58,14 +87,17 @@ Status Snapshots::PublishTemplate(const storage::TemplateInfo& t) {
                            " bytes read, " + std::to_string(stats.bytes_written) + " stored");
     }
   }
-  const nlohmann::json record = {{"name", t.name}, {"team", t.team}, {"digest", t.digest}, {"manifest", manifest}};
+  nlohmann::json record = {{"name", t.name}, {"team", t.team}, {"digest", t.digest}, {"manifest", manifest}};
+  if (!d_.template_record_key.empty()) {
+    record["mac"] = RecordMac(d_.template_record_key, t.name, Published{t.team, t.digest, manifest});
+  }
   return d_.blobs->Put(snapshot::TemplateKey(t.name), record.dump());
 }
 
 Result<storage::TemplateInfo> Snapshots::PullTemplate(const std::string& name, bool* restored) {
   if (restored != nullptr) *restored = false;
   std::lock_guard<std::mutex> pulling(pull_mu_);
-  auto record = ReadRecord(*d_.blobs, name);
+  auto record = ReadRecord(*d_.blobs, name, d_.template_record_key);
   if (!record.ok()) {
     if (record.status().code() == StatusCode::kNotFound) {
       return NotFound("template " + name + " is not on this node, and no node published it to the store");

@@ -4,6 +4,9 @@ execs across both servers while one server and then one node are killed with SIG
 acknowledged sandbox is accounted for, the dead server's operations complete, the dead node's
 suspended sandboxes resume on the other node with their files, and nothing leaks once the
 dead node has restarted and reconciled. A drain moves a node's sandboxes to the other node."""
+import hashlib
+import hmac
+import json
 import os
 import signal
 import subprocess
@@ -361,6 +364,26 @@ class FleetTest(unittest.TestCase):
         st, d = f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "forged"})
         self.assertEqual(st, 500, d)
         self.assertIn("malformed", d["message"])
+        # A record is MACed with the fleet token: shared1's record under another name is refused;
+        # the same record with a MAC made with the token (the positive control) is taken.
+        templates_dir = os.path.join(f.snapshot_store, "templates")
+        with open(os.path.join(templates_dir, "shared1.json")) as src:
+            record = json.load(src)
+        record["name"] = "copied"
+        with open(os.path.join(templates_dir, "copied.json"), "w") as out:
+            json.dump(record, out)
+        st, d = f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "copied"})
+        self.assertEqual((st, d["code"]), (403, "permission_denied"), d)
+        self.assertIn("MAC does not check out", d["message"])
+        with open(f.token_file) as t:
+            token = t.read().strip()
+        msg = "\n".join(["space template record v1", "copied", record["team"], record["digest"], record["manifest"]])
+        record["mac"] = hmac.new(token.encode(), msg.encode(), hashlib.sha256).hexdigest()
+        with open(os.path.join(templates_dir, "copied.json"), "w") as out:
+            json.dump(record, out)
+        st, d = f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "copied"})
+        self.assertEqual(st, 201, d)
+        self.assertEqual(d["sandbox"]["template_digest"], digest2)
         st, d = f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "nobody-built-this"})
         self.assertEqual((st, d["code"]), (404, "not_found"), d)
         self.assertIn("no node published it", d["message"])
