@@ -59,6 +59,7 @@ def main():
     ap.add_argument("--builds", type=int, default=5, help="cold and cached builds each")
     args = ap.parse_args()
     data_dir = os.environ.get("SPACE_TEST_DATA_DIR", "/var/lib/space-test")
+    os.makedirs(data_dir, exist_ok=True)
     s = harness.Server(data_dir, extra_args=["--no-egress"]).start()
     try:
         subprocess.run([harness.SPACE_BIN, "template", "build", "base"], env=s.env(), check=True,
