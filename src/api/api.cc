@@ -134,6 +134,7 @@ void Api::Route(Request& req, Responder& res) {
   }
   if (n == 3 && p[1] == "templates" && m == "DELETE") return DeleteTemplate(req, res, p[2]);
   if (n == 3 && p[1] == "templates" && p[2] == "import" && m == "POST") return ImportTemplateImage(req, res);
+  if (n == 3 && p[1] == "templates" && p[2] == "gc" && m == "POST") return CollectTemplateLayers(req, res);
   if (p.size() >= 2 && p[1] == "templates" && n <= 3) return Templates(req, res, n == 3 ? p[2] : "");
   return not_found();
 }

@@ -51,6 +51,7 @@ class Api {
   void TemplateBuildLogs(Request& req, Responder& res, const std::string& name, const std::string& op_id);
   void DeleteTemplate(Request& req, Responder& res, const std::string& name);
   void ImportTemplateImage(Request& req, Responder& res);
+  void CollectTemplateLayers(Request& req, Responder& res);
   void Metrics(Request& req, Responder& res);
   // Lifecycle (api_lifecycle.cc)
   void Lifecycle(Request& req, Responder& res, const std::string& id, const std::string& action);

@@ -91,6 +91,14 @@ void Api::DeleteTemplate(Request& req, Responder& res, const std::string& name) 
   res.Send(204, "application/json", "");
 }
 
+void Api::CollectTemplateLayers(Request& req, Responder& res) {
+  // Every team's cached layers go: the admin's call.
+  if (req.team != "default") return res.SendError(PermissionDenied("only the admin team may collect template layers"));
+  auto removed = node_->template_builds().CollectLayers();
+  if (!removed.ok()) return res.SendError(removed.status());
+  res.SendJson(200, {{"layers_removed", *removed}});
+}
+
 void Api::ImportTemplateImage(Request& req, Responder& res) {
   // Admin only, as imports from the server's filesystem: an imported tree is trusted as much
   // as whoever may replace a template of that name.

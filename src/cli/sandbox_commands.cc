@@ -125,6 +125,7 @@ void SandboxCommands::Register(CLI::App& app) {
   tpl_rm_ = tpl->add_subcommand("rm", "remove a template (refused while a sandbox uses it, unless --force)");
   tpl_rm_->add_option("name", name_)->required();
   tpl_rm_->add_flag("--force", force_, "remove even while sandboxes use it");
+  tpl_gc_ = tpl->add_subcommand("gc", "free the build layers no template name holds (the layer cache's steps)");
   tpl_import_ = tpl->add_subcommand("import", "import a directory or tarball (path on the server) as a template");
   tpl_import_->add_option("source", src_)->required();
   tpl_import_->add_option("name", name_)->required();
@@ -209,6 +210,10 @@ std::optional<int> SandboxCommands::Run(Client& c, bool json) {
     });
   }
   if (tpl_rm_->parsed()) return RemoveTemplate(c, name_, force_);
+  if (tpl_gc_->parsed()) {
+    return PrintCall(c, "POST", "/v1/templates/gc", "{}", json,
+                     [](const nlohmann::json& j) { std::cout << j.value("layers_removed", 0) << " layers removed\n"; });
+  }
   if (tpl_build_->parsed() && (!recipe_.dockerfile.empty() || !recipe_.recipe_file.empty())) {
     recipe_.name = name_;
     return RunRecipeBuild(c, recipe_);

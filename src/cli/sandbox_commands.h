@@ -46,6 +46,7 @@ class SandboxCommands {
   CLI::App* tpl_build_ = nullptr;
   CLI::App* tpl_import_ = nullptr;
   CLI::App* tpl_rm_ = nullptr;
+  CLI::App* tpl_gc_ = nullptr;
   RecipeBuildOptions recipe_;
   bool force_ = false;
 

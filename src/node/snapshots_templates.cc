@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "node/snapshots.h"
+#include "snapshot/gc.h"
 #include "snapshot/store_lock.h"
 
 namespace space::node {
@@ -76,16 +77,16 @@ Status Snapshots::PublishTemplate(const storage::TemplateInfo& t) {
     return Status::Ok();
   }
   const std::string manifest = ManifestFor(t.digest);
-  {
-    ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
-    ASSIGN_OR_RETURN(bool exported, d_.blobs->Exists(snapshot::ManifestKey(manifest)));
-    if (!exported) {
-      // A template holds files of other owners: read in the tree jail, as a snapshot is.
-      ASSIGN_OR_RETURN(snapshot::ExportStats stats,
-                       ExportInTreeJail(d_.tree_jail, d_.pool->TemplatePath(t.digest), manifest, "", *d_.blobs));
-      LogInfo("store", "published template " + t.name + " (" + t.digest + "): " + std::to_string(stats.bytes_read) +
-                           " bytes read, " + std::to_string(stats.bytes_written) + " stored");
-    }
+  // Shared until the record is written: a withdrawal (exclusive) cannot drop the manifest
+  // between the check that it is there and the record that names it.
+  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
+  ASSIGN_OR_RETURN(bool exported, d_.blobs->Exists(snapshot::ManifestKey(manifest)));
+  if (!exported) {
+    // A template holds files of other owners: read in the tree jail, as a snapshot is.
+    ASSIGN_OR_RETURN(snapshot::ExportStats stats,
+                     ExportInTreeJail(d_.tree_jail, d_.pool->TemplatePath(t.digest), manifest, "", *d_.blobs));
+    LogInfo("store", "published template " + t.name + " (" + t.digest + "): " + std::to_string(stats.bytes_read) +
+                         " bytes read, " + std::to_string(stats.bytes_written) + " stored");
   }
   nlohmann::json record = {{"name", t.name}, {"team", t.team}, {"digest", t.digest}, {"manifest", manifest}};
   if (!d_.template_record_key.empty()) {
@@ -132,6 +133,21 @@ Result<storage::TemplateInfo> Snapshots::PullTemplate(const std::string& name, b
   return d_.pool->NameTemplate(name, record->digest, record->team);
 }
 
-Status Snapshots::WithdrawTemplate(const std::string& name) { return d_.blobs->Delete(snapshot::TemplateKey(name)); }
+Status Snapshots::WithdrawTemplate(const std::string& name) {
+  auto record = ReadRecord(*d_.blobs, name, d_.template_record_key);
+  RETURN_IF_ERROR(d_.blobs->Delete(snapshot::TemplateKey(name)));
+  if (!record.ok()) return Status::Ok();
+  // Its tree's manifest goes too when no other record names it, so the store's garbage
+  // collection can free the chunks. Exclusive: no pull is reading it meanwhile.
+  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(d_.blobs_dir));
+  ASSIGN_OR_RETURN(std::vector<std::string> keys, d_.blobs->List(snapshot::kTemplatesPrefix));
+  for (const auto& key : keys) {
+    auto other = snapshot::NameFromTemplateKey(key);
+    if (!other.ok()) continue;
+    auto r = ReadRecord(*d_.blobs, *other, d_.template_record_key);
+    if (r.ok() && r->manifest == record->manifest) return Status::Ok();
+  }
+  return snapshot::DeleteManifest(*d_.blobs, record->manifest);
+}
 
 }  // namespace space::node

@@ -94,7 +94,10 @@ Result<store::OperationRecord> TemplateBuilds::Build(Recipe recipe) {
   const std::string target = "template:" + recipe.name;
   ASSIGN_OR_RETURN(
       store::OperationRecord op, d_.ops->Submit(team, "template_build", target, [this, log, r = std::move(recipe)] {
-        Status st = Run(r, log.get());
+        Status st = [&] {
+          std::shared_lock<std::shared_mutex> building(layers_mu_);
+          return Run(r, log.get());
+        }();
         if (!st.ok()) {
           log->Finish({"error", {{"code", std::string(StatusCodeWord(st.code()))}, {"message", st.message()}}});
         }
@@ -127,6 +130,13 @@ Status TemplateBuilds::Remove(const std::string& team, const std::string& name, 
   RETURN_IF_ERROR(d_.pool->RemoveTemplate(name));
   return d_.publish == nullptr ? Status::Ok()
                                : d_.publish->WithdrawTemplate(name).Annotate("withdraw template " + name);
+}
+
+Result<uint64_t> TemplateBuilds::CollectLayers() {
+  std::unique_lock<std::shared_mutex> collecting(layers_mu_);
+  ASSIGN_OR_RETURN(uint64_t removed, d_.pool->CollectLayers());
+  LogInfo("templates", "collected " + std::to_string(removed) + " layers no template name holds");
+  return removed;
 }
 
 Status TemplateBuilds::Run(const Recipe& r, BuildLog* log) {

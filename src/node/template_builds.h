@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <shared_mutex>
 #include <string>
 
 #include "node/build_log.h"
@@ -49,6 +50,10 @@ class TemplateBuilds {
   // Forgets template `name` and frees its trees. conflict while a sandbox that is not ended
   // uses it, unless `force`; conflict for a built-in.
   Status Remove(const std::string& team, const std::string& name, bool force);
+  // Frees the layers no template name holds (the cache's intermediate steps, a name's digests
+  // older than kMaxEarlierDigests), once the builds running now have finished; new builds wait
+  // for it. A rebuild after it runs the freed steps again. Returns how many layers went.
+  Result<uint64_t> CollectLayers();
 
  private:
   Status Run(const Recipe& recipe, BuildLog* log);
@@ -57,6 +62,9 @@ class TemplateBuilds {
 
   const Deps d_;
   BuildLogs logs_;
+  // Builds hold it shared for their whole run, CollectLayers exclusively: a build's layers
+  // have no name until its last step.
+  std::shared_mutex layers_mu_;
 };
 
 }  // namespace space::node

@@ -274,6 +274,33 @@ class PoolImpl final : public Pool {
     return SaveLayerCache(layers_path_, cache);
   }
 
+  Result<uint64_t> CollectLayers() override {
+    RETURN_IF_ERROR(RequireSnapshots());
+    std::lock_guard<std::mutex> build(build_mu_);
+    std::set<std::string> held;
+    {
+      std::lock_guard<std::mutex> lock(index_mu_);
+      ASSIGN_OR_RETURN(TemplateIndex index, LoadTemplateIndex(index_path_));
+      for (const auto& [name, info] : index) {
+        for (const auto& d : info.earlier_digests) held.insert(TemplatePath(d));
+        held.insert(TemplatePath(info.digest));
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(templates_dir_));
+    uint64_t removed = 0;
+    for (const auto& n : names) {
+      const std::string path = templates_dir_ + "/" + n;
+      if (n.rfind(kTemplatePrefix, 0) != 0 || held.count(path)) continue;
+      RETURN_IF_ERROR(backend_->RemoveTree(path).Annotate("collect layer " + n));
+      ++removed;
+    }
+    std::lock_guard<std::mutex> lock(index_mu_);
+    ASSIGN_OR_RETURN(LayerCache cache, LoadLayerCache(layers_path_));
+    std::erase_if(cache, [&](const auto& e) { return !HasTemplateTree(e.second); });
+    RETURN_IF_ERROR(SaveLayerCache(layers_path_, cache));
+    return removed;
+  }
+
   Result<std::string> CreateRoot(const std::string& sandbox_id, const std::string& digest,
                                  uint64_t disk_limit_bytes) override {
     RETURN_IF_ERROR(ValidateSandboxId(sandbox_id));

@@ -142,6 +142,10 @@ class Pool {
   // layer it made. CachedLayer answers not_found for an unknown key or a tree gone since.
   virtual Result<std::string> CachedLayer(const std::string& key) = 0;
   virtual Status PutCachedLayer(const std::string& key, const std::string& digest) = 0;
+  // Removes every layer no name holds (as its current or an earlier digest) and the cache
+  // entries that led to them; returns how many trees went. The caller keeps builds from
+  // running meanwhile (their layers have no name yet). btrfs only.
+  virtual Result<uint64_t> CollectLayers() = 0;
 
   // Sandbox roots. CreateRoot clones the template with `digest` for `sandbox_id` and applies
   // the disk limit; returns the root's host path. DestroyRoot is idempotent.

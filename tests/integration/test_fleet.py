@@ -392,6 +392,12 @@ class FleetTest(unittest.TestCase):
         st, d = f.call(s, "DELETE", "/v1/templates/shared1?force=true")
         self.assertIn(st, (200, 204), d)
         self.assertFalse(os.path.exists(os.path.join(f.snapshot_store, "templates", "shared1.json")))
+        # Its tree's manifest stays while another record (copied) names it, then goes with it.
+        manifest = os.path.join(f.snapshot_store, "manifests", "snap_%s.json" % digest2[7:29])
+        self.assertTrue(os.path.exists(manifest))
+        st, d = f.call(s, "DELETE", "/v1/templates/copied?force=true")
+        self.assertIn(st, (200, 204), d)
+        self.assertFalse(os.path.exists(manifest))
 
     def test_node_declared_lost_while_alive_ends_its_failed_sandboxes(self):
         """A node that stalls (SIGSTOP) past lost-after is declared lost and its sandboxes are

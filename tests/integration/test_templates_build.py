@@ -271,6 +271,38 @@ class TemplateBuildTest(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_zz_layer_gc_frees_unnamed_layers(self):
+        # Named last (zz): it frees every cached layer of the server the other tests share.
+        recipe = {"name": "gc1", "from": "busybox",
+                  "steps": [{"run": "echo one > /one.txt"}, {"run": "echo two > /two.txt"}]}
+        st, d = self.build(recipe)
+        self.assertEqual(st, 201, (d, self.s.log_tail()))
+
+        def states(d):
+            events = self.logs("gc1", d["operation"]["id"])
+            return sorted((e["step"], e["state"]) for n, e in events
+                          if n == "step" and e.get("state") in ("cached", "running"))
+
+        st, d = self.build(recipe)
+        self.assertEqual(states(d), [(1, "cached"), (2, "cached")])
+        st, d = self.s.json("POST", "/v1/templates/gc", {})
+        self.assertEqual(st, 200, d)
+        self.assertGreaterEqual(d["layers_removed"], 1, d)  # at least step 1's layer: no name holds it
+        # The named template is kept: a sandbox of it has both files.
+        sid = self.s.create(template="gc1")
+        st, r = self.s.exec(sid, ["cat", "/one.txt", "/two.txt"])
+        self.assertEqual(r["stdout"], "one\ntwo\n", r)
+        self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        # Step 1's layer went, so a rebuild runs it again (step 2's layer is gc1's own tree: if
+        # step 1 makes the same tree again, step 2 is still cached).
+        st, d = self.build(recipe)
+        self.assertEqual(st, 201, d)
+        self.assertIn((1, "running"), states(d))
+        r = subprocess.run([SPACE_BIN, "template", "gc"], env=self.s.env(), capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("layers removed", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
