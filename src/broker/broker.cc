@@ -271,11 +271,22 @@ std::string Canonical(const std::string& path) {
   char real[PATH_MAX];
   return ::realpath(path.c_str(), real) != nullptr ? std::string(real) : std::string();
 }
+
+// Each import root canonical; one that does not resolve is dropped (it admits nothing).
+std::string CanonicalRoots(const std::string& roots) {
+  std::string out;
+  for (const auto& root : storage::SplitImportRoots(roots)) {
+    std::string real = Canonical(root);
+    if (real.empty() || real.find(':') != std::string::npos) continue;
+    out += (out.empty() ? "" : ":") + real;
+  }
+  return out;
+}
 }  // namespace
 
 Broker::Broker(BrokerConfig config)
     : pool_dir_(std::move(config.pool_dir)),
-      import_root_(Canonical(config.import_root)),
+      import_root_(CanonicalRoots(config.import_root)),
       cgroup_name_(std::move(config.cgroup_name)),
       cgroup_root_(std::move(config.cgroup_root)),
       net_slots_(std::move(config.net_lock_dir)),
@@ -548,8 +559,7 @@ Result<std::string> Broker::ImportPathOf(int fd) {
   const std::string path(named, static_cast<size_t>(n));
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoStatus("fstat", path, errno);
-  const bool below = import_root_ == "/" ? path[0] == '/'
-                                         : (path == import_root_ || path.rfind(import_root_ + "/", 0) == 0);
+  const bool below = !storage::ImportRootOf(import_root_, path).empty();
   // A deleted directory reads "... (deleted)": not a path below anything.
   if (!S_ISDIR(st.st_mode) || !below || path.find(" (deleted)") != std::string::npos) {
     return PermissionDenied("idmap_tree: " + path + " is not below the import root");

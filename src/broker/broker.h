@@ -84,8 +84,9 @@ struct BrokerConfig {
   // The node's storage pool (<data dir>/pool, absolute): idmap_tree clones only directories
   // of its sandbox roots and template builds. Empty: no idmap_tree.
   std::string pool_dir;
-  // Where template imports may read (`--import-root`): import_open resolves a source inside it,
-  // and idmap_tree clones, read-only, a directory below it. Empty: neither.
+  // Where template imports may read (`--import-root` or the `--trusted-template-source`s,
+  // joined by ':': storage::SplitImportRoots): import_open resolves a source inside the root it
+  // is below, and idmap_tree clones, read-only, a directory below one. Empty: neither.
   std::string import_root;
 };
 
@@ -130,7 +131,7 @@ class Broker {
   Status NeedUidLease(int64_t uid_slot, std::string_view op);
 
   const std::string pool_dir_;
-  const std::string import_root_;  // canonical (realpath at start); empty: no imports
+  const std::string import_root_;  // each root canonical (realpath at start); empty: no imports
   const std::string cgroup_name_;
   const std::string cgroup_root_;
   std::shared_ptr<runtime::CgroupActs> cgroups_[2];  // ns, vm

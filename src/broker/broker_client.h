@@ -30,7 +30,7 @@ class BrokerClient final : public PrivilegedActs {
   // the broker keeps what the node gives up. It exits when the client's socket closes, and is
   // killed when the forking thread dies.
   // `cgroup_name` is the node's parent cgroup (broker.h, IsNodeCgroupName); `pool_dir` its
-  // storage pool; `import_root` the admin's --import-root (absolute), where import_open reads.
+  // storage pool; `import_root` the admin's import roots (BrokerConfig), where import_open reads.
   static Result<std::unique_ptr<BrokerClient>> Spawn(const std::string& cgroup_name, const std::string& pool_dir,
                                                      const std::string& import_root);
   // A client over a socket whose other end some broker serves (tests).

@@ -39,6 +39,8 @@ CLI::App* RegisterDev(CLI::App& app, daemon::DevOptions* dev) {
                   "/dev/kvm's mode says the VMM cannot open it; TCG if the guest does not boot), tcg");
   cmd->add_option("--import-root", dev->import_root,
                   "directory template imports may read, resolved as their root (default /: anywhere)");
+  cmd->add_option("--trusted-template-source", dev->trusted_template_sources,
+                  "directory template imports may read (repeatable; instead of --import-root)");
   cmd->add_option("--egress-dns", dev->egress_dns, "resolver the egress gateway asks (IP[:PORT]; default: resolv.conf)");
   cmd->add_option("--egress-upstream-ca", dev->egress_upstream_ca,
                   "extra CA certificate file the gateway trusts for upstream TLS");

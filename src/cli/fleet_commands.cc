@@ -40,6 +40,8 @@ void FleetCommands::Register(CLI::App& app) {
   node_cmd_->add_option("--guest", node_.guest_binary, "path of the static spaced binary");
   node_cmd_->add_option("--import-root", node_.import_root,
                         "directory template imports may read, resolved as their root (default /: anywhere)");
+  node_cmd_->add_option("--trusted-template-source", node_.trusted_template_sources,
+                        "directory template imports may read (repeatable; instead of --import-root)");
   node_cmd_->add_option("--warm-pool", node_.warm_pool,
                         "pre-created sandboxes per template and runtime, TEMPLATE[:vm]=N[,...]");
   node_cmd_->add_flag("--no-egress", node_.no_egress, "no sandbox network at all");

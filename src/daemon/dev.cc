@@ -41,6 +41,7 @@
 #include "runtime/vm/vm_runtime.h"
 #include "storage/btrfs.h"
 #include "storage/pool_mount.h"
+#include "storage/template_builder.h"
 #include "store/open_store.h"
 #include "store/store.h"
 
@@ -194,13 +195,32 @@ int RunDev(const DevOptions& options) {
     }
     fleet_token = *token;
   }
-  {
-    struct stat st;
-    if (options.import_root.empty() || options.import_root[0] != '/' || ::stat(options.import_root.c_str(), &st) != 0 ||
-        !S_ISDIR(st.st_mode)) {
-      std::cerr << "space dev: --import-root must name an existing directory by its absolute path\n";
+  std::string import_roots = options.import_root;
+  if (!options.trusted_template_sources.empty()) {
+    if (options.import_root != "/") {
+      std::cerr << "space dev: give --trusted-template-source or --import-root, not both\n";
       return 2;
     }
+    import_roots.clear();
+    for (const auto& dir : options.trusted_template_sources) {
+      if (dir.find(':') != std::string::npos) {
+        std::cerr << "space dev: --trusted-template-source " << dir << ": a source may not hold ':'\n";
+        return 2;
+      }
+      import_roots += (import_roots.empty() ? "" : ":") + dir;
+    }
+  }
+  for (const auto& root : storage::SplitImportRoots(import_roots)) {
+    struct stat st;
+    if (root[0] != '/' || ::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      std::cerr << "space dev: " << root
+                << ": --import-root and --trusted-template-source name existing directories by absolute paths\n";
+      return 2;
+    }
+  }
+  if (import_roots.empty()) {
+    std::cerr << "space dev: --import-root must name an existing directory by its absolute path\n";
+    return 2;
   }
   auto warm = node::ParseWarmPoolSpec(options.warm_pool);
   if (!warm.ok()) {
@@ -257,7 +277,7 @@ int RunDev(const DevOptions& options) {
   // The root broker keeps what the node now gives up, bounding set included: the node can
   // neither use those capabilities nor regain them by exec, nor restart a broker that dies.
   auto broker =
-      broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir), pool_mount->pool_dir, options.import_root);
+      broker::BrokerClient::Spawn(node::Node::CgroupName(options.data_dir), pool_mount->pool_dir, import_roots);
   if (!broker.ok()) {
     std::cerr << "space dev: " << broker.status().ToString() << "\n";
     return 1;
@@ -345,7 +365,7 @@ int RunDev(const DevOptions& options) {
   nc.egress_upstream_ca_pem = std::move(upstream_ca_pem);
   nc.guest_binary = "/proc/self/fd/" + std::to_string(guest->get());
   nc.force_overlay = options.force_overlay;
-  nc.import_root = options.import_root;
+  nc.import_root = import_roots;
   nc.pool_mount = *pool_mount;
   nc.warm_pool = std::move(*warm);
   nc.vm_accel = options.accel;

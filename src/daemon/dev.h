@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -16,6 +17,9 @@ struct DevOptions {
   std::string guest_binary;               // default: spaced next to this binary
   bool force_overlay = false;
   std::string import_root = "/";          // template imports (POST /v1/templates "source") read only inside it
+  // --trusted-template-source DIR (repeatable): imports read only below one of them; replaces
+  // --import-root (giving both is refused).
+  std::vector<std::string> trusted_template_sources;
   bool no_egress = false;                 // sandboxes get loopback only; egress profiles refused
   std::string egress_dns;                 // upstream resolver of the gateway ("ip[:port]")
   std::string egress_upstream_ca;         // extra CA file the gateway trusts upstream (tests)

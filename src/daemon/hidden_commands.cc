@@ -57,7 +57,7 @@ int RunBrokerCommand(int argc, char** argv) {
   std::map<std::string, long> f = {{"--fd", 0}, {"--node-pid", 0}};
   const bool named = argc == 12 && std::string(argv[6]) == "--cgroup-name" && broker::IsNodeCgroupName(argv[7]) &&
                      std::string(argv[8]) == "--pool-dir" && argv[9][0] == '/' &&
-                     std::string(argv[10]) == "--import-root" && argv[11][0] == '/';
+                     std::string(argv[10]) == "--import-root" && argv[11][0] == '/';  // roots joined by ':'
   if (!named || !ParseHelperFlags(argc - 6, argv, &f) || f["--fd"] < 3) {
     std::cerr << "space broker: started by the node only (--fd N --node-pid P --cgroup-name NAME --pool-dir DIR "
                  "--import-root DIR)\n";

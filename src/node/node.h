@@ -63,7 +63,7 @@ struct NodeConfig {
   std::string kek_path;
   int workers = 4;
   bool force_overlay = false;
-  std::string import_root = "/";  // template imports read only inside it (storage/pool.h)
+  std::string import_root = "/";  // template imports read only below one of these roots (':'-joined; storage/pool.h)
   uint64_t loop_image_bytes = 64ull << 30;
   // The pool as `space dev` brought it into service while it still held CAP_SYS_ADMIN
   // (storage::MountPool); unset: Start mounts it itself.

@@ -77,9 +77,9 @@ struct PoolConfig {
   // as the caller (template_builder.h RunToolHere), and "base" cannot be built.
   ToolRunner build_runner;
   TreeDigester digester;                       // empty: DigestTree here
-  // Where template imports may read: a source path is resolved inside it as if it were the
-  // root (openat2 RESOLVE_IN_ROOT: neither ".." nor a symlink leads out). "/" (the default):
-  // anywhere on the host.
+  // Where template imports may read: one or more roots joined by ':' (SplitImportRoots); a
+  // source path is resolved inside the root it is below as if that were "/" (openat2
+  // RESOLVE_IN_ROOT: neither ".." nor a symlink leads out). "/" (the default): anywhere.
   std::string import_root = "/";
   // Opens an import's source (as OpenImportSource does, inside import_root). The node's asks its
   // root broker, which may read an admin's root-only tarball or directory; the node may not.

@@ -286,20 +286,47 @@ Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const Pro
   return runner(dir, {.argv = Step("@base-finish")}, progress);
 }
 
-Result<UniqueFd> OpenImportSource(const std::string& import_root, const std::string& source) {
+std::vector<std::string> SplitImportRoots(const std::string& roots) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= roots.size()) {
+    size_t end = roots.find(':', start);
+    if (end == std::string::npos) end = roots.size();
+    std::string root = roots.substr(start, end - start);
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    if (!root.empty()) out.push_back(std::move(root));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string ImportRootOf(const std::string& roots, const std::string& source) {
+  std::string best;
+  if (source.empty() || source[0] != '/') return best;
+  for (const auto& root : SplitImportRoots(roots)) {
+    if (root[0] != '/') continue;
+    const bool below = root == "/" || source == root || source.compare(0, root.size() + 1, root + "/") == 0;
+    if (below && root.size() > best.size()) best = root;
+  }
+  return best;
+}
+
+Result<UniqueFd> OpenImportSource(const std::string& import_roots, const std::string& source) {
   if (source.empty() || source[0] != '/') return InvalidArgument("import source must be an absolute path");
-  if (import_root.empty() || import_root[0] != '/') return InvalidArgument("import root must be an absolute path");
-  std::string root = import_root;
-  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  const std::string root = ImportRootOf(import_roots, source);
+  if (root.empty()) {
+    std::string named;
+    for (const auto& r : SplitImportRoots(import_roots)) named += (named.empty() ? "" : ", ") + r;
+    return PermissionDenied("template imports read only below the trusted template sources (" + named +
+                            "; --trusted-template-source, --import-root); " + source + " is below none of them");
+  }
   std::string rel;
   if (root == "/") {
     rel = source.substr(1);
   } else if (source == root) {
     rel = ".";
-  } else if (source.compare(0, root.size() + 1, root + "/") == 0) {
-    rel = source.substr(root.size() + 1);
   } else {
-    return PermissionDenied("template imports read only below " + root + " (--import-root); " + source + " is not");
+    rel = source.substr(root.size() + 1);
   }
   if (rel.empty()) rel = ".";
   ASSIGN_OR_RETURN(UniqueFd root_fd, OpenFd(root, O_PATH | O_DIRECTORY));

@@ -28,10 +28,18 @@ Status BuildBusyboxTree(const std::string& dir, const ToolRunner& runner, const 
 // unavailable when it is empty.
 Status BuildBaseTree(const std::string& dir, const ToolRunner& runner, const ProgressFn& progress);
 
-// Opens an import's `source`, an absolute host path, inside `import_root` as if that were the
-// root (openat2 RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS): neither ".." nor a symlink leads out.
-// A path not below `import_root` is kPermissionDenied. O_NONBLOCK: a FIFO must not hang it.
-Result<UniqueFd> OpenImportSource(const std::string& import_root, const std::string& source);
+// The import roots (the trusted template sources) travel as one string: absolute directories
+// joined by ':', as $PATH (none may hold a ':'). "/" alone: anywhere.
+std::vector<std::string> SplitImportRoots(const std::string& roots);
+// The root of `roots` that the absolute path `source` is lexically below (or is), the longest
+// such; "" when there is none.
+std::string ImportRootOf(const std::string& roots, const std::string& source);
+
+// Opens an import's `source`, an absolute host path, inside the import root it is below
+// (ImportRootOf) as if that were the root (openat2 RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS):
+// neither ".." nor a symlink leads out of it. A path below none of `import_roots` is
+// kPermissionDenied. O_NONBLOCK: a FIFO must not hang it.
+Result<UniqueFd> OpenImportSource(const std::string& import_roots, const std::string& source);
 
 // Extracts a host directory or tarball open as `source_fd` (OpenImportSource, or the root
 // broker's import_open; `source` names it in messages) into `dir`: gzip, bzip2, xz, zstd,

@@ -172,5 +172,29 @@ TEST_F(TemplateBuilderTest, ImportSourcesStayInsideTheImportRoot) {
   EXPECT_TRUE(OpenImportSource("/", root + "/abs/secret").ok());
 }
 
+// Several trusted sources: a source opens inside the one it is below, and a link in one leads
+// to nothing in another (each is a root of its own).
+TEST_F(TemplateBuilderTest, ImportSourcesStayInsideTheirTrustedSource) {
+  const std::string a = dir_ + "/a", b = dir_ + "/b";
+  ASSERT_TRUE(MakeDirs(a, 0755).ok());
+  ASSERT_TRUE(MakeDirs(b + "/img", 0755).ok());
+  ASSERT_TRUE(WriteFileAtomic(b + "/img/file", "in b\n", 0644).ok());
+  ASSERT_EQ(::symlink((b + "/img").c_str(), (a + "/to-b").c_str()), 0);
+  const std::string roots = a + ":" + b + "/";
+  EXPECT_EQ(SplitImportRoots(roots), (std::vector<std::string>{a, b}));
+  EXPECT_EQ(SplitImportRoots("/"), std::vector<std::string>{"/"});
+  EXPECT_EQ(ImportRootOf(roots, b + "/img/file"), b);
+  EXPECT_EQ(ImportRootOf(roots, dir_ + "/bx"), "");
+  EXPECT_EQ(ImportRootOf("/:" + b, b + "/img"), b);  // the longest root it is below
+  EXPECT_TRUE(OpenImportSource(roots, b + "/img/file").ok());
+  EXPECT_TRUE(OpenImportSource(roots, a).ok());
+  EXPECT_FALSE(OpenImportSource(roots, a + "/to-b/file").ok());
+  // The positive control: the link does lead to the file when the host resolves it.
+  EXPECT_TRUE(OpenImportSource("/", a + "/to-b/file").ok());
+  auto outside = OpenImportSource(roots, dir_ + "/c");
+  EXPECT_EQ(outside.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(outside.status().message().find("trusted template sources"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace space::storage

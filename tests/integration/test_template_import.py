@@ -170,6 +170,37 @@ class ImportRootTest(unittest.TestCase):
             s.cleanup()
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_imports_read_only_below_the_trusted_sources(self):
+        # Two trusted sources: a tree below either imports; one below neither is refused, and
+        # a link in one source to the other leads to nothing (each is a root of its own).
+        tmp = tempfile.mkdtemp(prefix="space-trusted-", dir="/var/tmp")
+        a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+        for src in (a, b):
+            os.makedirs(os.path.join(src, "tree/etc"))
+            shutil.copy("/bin/busybox", os.path.join(src, "tree/busybox"))
+        os.makedirs(os.path.join(tmp, "untrusted/tree"))
+        os.symlink(os.path.join(b, "tree"), os.path.join(a, "to-b"))
+        s = Server(extra_args=["--no-egress", "--trusted-template-source", a, "--trusted-template-source", b]).start()
+        try:
+            for name, src in (("from-a", a), ("from-b", b)):
+                st, d = s.json("POST", "/v1/templates", {"name": name, "source": os.path.join(src, "tree")}, timeout=300)
+                self.assertEqual(st, 201, (name, d, s.log_tail()))
+            st, d = s.json("POST", "/v1/templates", {"name": "untrusted", "source": os.path.join(tmp, "untrusted/tree")})
+            self.assertEqual((st, d["code"]), (403, "permission_denied"), d)
+            self.assertIn("trusted template sources", d["message"])
+            st, d = s.json("POST", "/v1/templates", {"name": "via-link", "source": os.path.join(a, "to-b")})
+            self.assertNotEqual(st, 201, d)
+            self.assertEqual(s.json("GET", "/v1/templates/via-link")[0], 404)
+        finally:
+            s.cleanup()
+            shutil.rmtree(tmp, ignore_errors=True)
+        # Both flags at once, or a source holding ':', are refused at start.
+        for flags in (["--import-root", "/tmp", "--trusted-template-source", "/tmp"],
+                      ["--trusted-template-source", "/tmp:/etc"]):
+            r = subprocess.run([SPACE_BIN, "dev", "--listen", "127.0.0.1:0", "--data-dir", "/nonexistent/never"] + flags,
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, (flags, r.stderr))
+
     def test_a_bad_import_root_is_refused_before_anything_is_made(self):
         parent = tempfile.mkdtemp(prefix="space-flag-")
         data_dir = os.path.join(parent, "never")
