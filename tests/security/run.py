@@ -34,6 +34,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration", "egress"))
 from harness import SPACE_BIN, Server, is_root, sandbox_pids  # noqa: E402
 from testnet import UPSTREAM_IP, TestNet  # noqa: E402
 
+import vm_attempts  # noqa: E402
+
 SECRET = "s3cr3t-SECURITY-suite-" + secrets.token_hex(6)
 PROFILE = {"allow": [{"host": "api.test.example"}, {"host": "cred.test.example"}]}
 RESULTS = []
@@ -194,31 +196,38 @@ def teardown(ctx):
 # ---------------------------------------------------------------------------------------------
 # In-sandbox attempts (probe.py), as root and as user
 
-def run_probe(ctx, sid, user, extra=None):
+def run_probe(ctx, sid, user, extra=None, keep=True):
+    """Runs probe.py in `sid` as `user`; records its verdicts (keep) or returns them."""
     cfg = {"host_marker": ctx.marker, "data_dir": ctx.s.data_dir, "host_pids": ctx.host_pids,
            "host_comms": ctx.host_comms, "host_ips": ctx.host_ips, "api_port": ctx.api_port,
            "upstream_ip": UPSTREAM_IP, "gateway": "100.64.0.1", "other_sandbox_ip": ctx.b_ip,
            "shm_key": ctx.shm_key, "abstract_name": ctx.abstract, "host_int80_signal": ctx.host_int80_signal,
            "binfmt_per_userns": ctx.kernel >= (6, 7), **(extra or {})}
     d = ctx.sh(sid, "python3 /tmp/probe.py '%s'" % json.dumps(cfg).replace("'", "'\"'\"'"), user=user, timeout_s=600)
-    n = 0
+    results = []
     for line in d["stdout"].splitlines():
         try:
-            r = json.loads(line)
+            results.append(json.loads(line))
         except ValueError:
             continue
-        record(r["case"], r["held"], r["detail"], r["user"])
-        n += 1
-    if n == 0:
+    if not results:
         record("probe.ran[%s]" % user, False, "probe printed nothing: %s" % (d["stderr"][-300:],))
+    if not keep:
+        return results
+    for r in results:
+        record(r["case"], r["held"], r["detail"], r["user"])
+    return results
 
 
 def in_sandbox_attempts(ctx):
     with open(os.path.join(HERE, "probe.py"), "rb") as f:
         probe = f.read()
     assert ctx.put_file(ctx.a, "/tmp/probe.py", probe) in (200, 201)
-    run_probe(ctx, ctx.a, "root", {"prepare": True})
-    run_probe(ctx, ctx.a, "user")
+    # The control for fs.host_paths_absent: the sandbox's root directory is there on the host.
+    host_paths = [os.path.join(ctx.s.data_dir, "pool", "sandboxes", ctx.a)]
+    assert all(os.path.exists(p) for p in host_paths), host_paths
+    run_probe(ctx, ctx.a, "root", {"prepare": True, "host_paths": host_paths})
+    run_probe(ctx, ctx.a, "user", {"host_paths": host_paths})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -915,6 +924,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rate-limit", default="50:100", help="the server's --api-rate-limit")
+    ap.add_argument("--no-vm", action="store_true", help="skip the vm runtime's attempts")
     args = ap.parse_args()
     if not is_root():
         print("tests/security: needs root; skipped")
@@ -929,8 +939,17 @@ def main():
             run(ctx)
             print("  %-55s %5.1fs  %s" % (run.case_name, time.time() - t, "held" if RESULTS[-1]["held"] else "BROKEN"),
                   flush=True)
+        if not args.no_vm:
+            t = time.time()
+            vm_attempts.run_all(ctx, record, run_probe, alive, HERE)
+            print("  %-55s %5.1fs" % ("the vm runtime's attempts", time.time() - t), flush=True)
     finally:
         teardown(ctx)
+    if vm_attempts.GUEST_OWN:
+        print("\nWhat a vm guest's root may do to its own kernel (no boundary: the host checks above say it "
+              "stayed in the guest):")
+        for case, user, detail in vm_attempts.GUEST_OWN:
+            print("  %-40s %-5s %s" % (case, user, detail[:100]))
     broken = print_table(RESULTS)
     print("wall time %.0fs" % (time.time() - t0))
     if args.json:
