@@ -19,6 +19,7 @@
 #include "common/syscall.h"
 #include "guest/vm_disk.h"
 #include "guest/vm_init.h"
+#include "guest/vm_limits.h"
 #include "guest/vm_net.h"
 #include "protocol/json_util.h"
 
@@ -240,6 +241,8 @@ void GuestDaemon::HandleFrame(Frame& f) {
       return ConfigureNetwork(f);
     case FrameType::kGrowDisk:
       return GrowDisk(f);
+    case FrameType::kLimitsQuery:
+      return ReportLimits(f);
     default:
       LogWarn(kLog, "ignoring frame of type " + std::to_string(static_cast<int>(f.type)) + " on " +
                         StreamName(f.stream));
@@ -285,6 +288,16 @@ void GuestDaemon::GrowDisk(const Frame& f) {
     LogError(kLog, st.ToString());
     SendError(0, st);
   }
+}
+
+void GuestDaemon::ReportLimits(const Frame& f) {
+  if (!CanOpenStream(f.stream, "limits query")) return;
+  if (!ctx_.configures_network) {
+    return SendError(f.stream, PermissionDenied("limits query: only a vm guest has a kernel of its own"));
+  }
+  Result<GuestLimits> limits = ReadGuestLimits("/");
+  if (!limits.ok()) return SendError(f.stream, limits.status());
+  Send(FrameType::kLimits, f.stream, EncodeGuestLimits(*limits));
 }
 
 void GuestDaemon::ConfigureNetwork(const Frame& f) {

@@ -96,6 +96,9 @@ class GuestDaemon {
   void SendError(uint32_t stream, const Status& status);
   // kNetConfig: applied synchronously (a vm guest's NIC; refused elsewhere).
   void ConfigureNetwork(const Frame& f);
+  // kLimitsQuery: the guest kernel's OOM kills and root filesystem space (vm guests only; an
+  // ns sandbox's limits are the host's cgroup and quota, which the node reads itself).
+  void ReportLimits(const Frame& f);
   void FlushOutbox();
   void SetChannelWritable(bool want);
   void UpdateBackpressure();

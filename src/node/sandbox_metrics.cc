@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "common/log.h"
+#include "node/guest_limits.h"
 #include "node/owned_sandbox.h"
 #include "node/runtimes.h"
 #include "storage/btrfs.h"
@@ -13,6 +15,9 @@ namespace space::node {
 namespace {
 
 using store::SandboxState;
+
+// Under TCG a guest answers in milliseconds; a wedged one must not stall a GET for long.
+constexpr int64_t kGuestLimitsMs = 2000;
 
 std::string Mib(uint64_t bytes) {
   char buf[32];
@@ -81,6 +86,25 @@ std::vector<LimitHit> SandboxMetrics::LimitsHit(const store::Sandbox& rec) {
                        "process limit of " +
                            std::to_string(runtime::PidsMaxFor(static_cast<uint64_t>(memory_mb) << 20)) +
                            " reached: " + std::to_string(u->pids_max_hits) + " fork(s) refused"});
+      }
+    }
+  }
+  // A VM's own kernel kills and fills where the host cannot see: the guest tells (a short wait;
+  // a guest that does not answer has nothing reported). A paused VM's vCPUs do not run, so it
+  // is not asked.
+  if (rec.runtime == store::RuntimeKind::kVm && rec.state == SandboxState::kRunning) {
+    if (auto g = GuestQueryLimits(live.get(), kGuestLimitsMs); !g.ok()) {
+      LogWarn("metrics", g.status().ToString());
+    } else {
+      if (g->oom_kills > 0) {
+        out.push_back({"memory", g->oom_kills,
+                       "memory of " + std::to_string(memory_mb) + " MiB exhausted in the guest: its kernel's " +
+                           "out-of-memory killer ended " + std::to_string(g->oom_kills) + " process(es)"});
+      }
+      if (g->disk_total > 0 && g->disk_avail <= g->disk_total / 64) {
+        out.push_back({"disk", std::nullopt,
+                       "the guest's disk of " + std::to_string(g->disk_total >> 20) + " MiB is full (" +
+                           Mib(g->disk_avail) + " free); writes fail with ENOSPC"});
       }
     }
   }

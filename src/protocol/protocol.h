@@ -91,6 +91,8 @@ enum class FrameType : uint8_t {
   kNetConfig = 50,      // node -> guest, {"address", "gateway", "mac"}: the NIC's identity
   kNetConfigured = 51,  // guest -> node, {}: applied
   kGrowDisk = 52,       // node -> guest, stream 0, 8 bytes LE: the disk's new size (see EncodeGrowDisk)
+  kLimitsQuery = 53,    // node -> guest, new stream, empty: what limits has the guest's kernel seen?
+  kLimits = 54,         // guest -> node, {"oom_kills", "disk_total", "disk_avail"} (vm guests only)
 };
 
 // kExecStart JSON:

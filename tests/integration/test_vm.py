@@ -274,6 +274,38 @@ class VmTest(unittest.TestCase):
         finally:
             cold.cleanup()
 
+    def test_2d_limits_hit_says_what_the_guest_kernel_saw(self):
+        # The node sees the VMM from outside; the guest's own disk filling up and its kernel's
+        # OOM kills are what spaced reports (kLimitsQuery).
+        sid = self.s.create(runtime="vm", memory_mb=256, disk_mb=64)
+
+        def hits():
+            st, d = self.s.json("GET", "/v1/sandboxes/" + sid)
+            self.assertEqual(st, 200, d)
+            return {h["kind"]: h for h in d["limits_hit"]}
+
+        self.assertEqual(hits(), {})  # the control: nothing hit yet
+        fill = ("avail=$(df -k / | tail -1 | awk '{print $4}'); "
+                "fallocate -l ${avail}k /root/fill 2>/dev/null || dd if=/dev/zero of=/root/fill bs=1M 2>/dev/null; "
+                "sync; df -k / | tail -1")
+        st, d = self.s.exec(sid, ["sh", "-c", fill], timeout_s=600)
+        self.assertEqual(st, 200, d)
+        hit = hits()
+        self.assertIn("disk", hit, d)
+        self.assertIn("ENOSPC", hit["disk"]["message"])
+        self.assertNotIn("memory", hit)
+        # A buffer larger than the guest's memory, which its kernel lets dd have (overcommit) and
+        # then cannot back: its OOM killer ends dd.
+        st, d = self.s.exec(sid, ["sh", "-c", "rm /root/fill; sync; echo 1 > /proc/sys/vm/overcommit_memory; "
+                                  "dd if=/dev/zero of=/dev/null bs=400M count=1"], timeout_s=600)
+        self.assertEqual(st, 200, d)
+        self.assertNotEqual(d["exit_code"], 0, d)
+        hit = hits()
+        self.assertNotIn("disk", hit)  # a level, not an event: freed, it is no longer reported
+        self.assertGreaterEqual(hit["memory"]["count"], 1, hit)
+        self.assertIn("out-of-memory", hit["memory"]["message"])
+        self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+
     def test_3_kill9_of_the_node_leaves_no_vmm(self):
         s = Server().start()
         try:

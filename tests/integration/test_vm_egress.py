@@ -21,6 +21,7 @@ from testnet import HOST_IP, UPSTREAM_IP, TestNet  # noqa: E402
 
 QEMU = "/usr/bin/qemu-system-x86_64"
 SECRET = "s3cr3t-VM-EGRESS-5d2e81"
+LIMITED_SECRET = "limited-VM-SECRET-7a19c4"
 PROFILE = {"allow": [{"host": "api.test.example"}, {"host": "cred.test.example"}]}
 VM = {"template": "base", "runtime": "vm", "memory_mb": 512, "timeout_s": 1800}
 
@@ -48,7 +49,10 @@ class VmEgressTest(unittest.TestCase):
         assert cls.s.json("PUT", "/v1/egress-profiles/vmnet", PROFILE)[0] == 200
         assert cls.s.json("PUT", "/v1/credentials/vmtok", {
             "secret": SECRET, "hosts": ["cred.test.example"], "env": "TOKEN"})[0] == 200
-        st, d = cls.s.json("POST", "/v1/sandboxes?wait=true", dict(VM, credentials=["vmtok"]),
+        assert cls.s.json("PUT", "/v1/credentials/vmlimited", {
+            "secret": LIMITED_SECRET, "hosts": ["cred.test.example"], "header": "X-Api-Key", "format": "{secret}",
+            "env": "LIMITED", "rate_limit_per_min": 2})[0] == 200
+        st, d = cls.s.json("POST", "/v1/sandboxes?wait=true", dict(VM, credentials=["vmtok", "vmlimited"]),
                            headers={"X-Space-Egress-Profile": "vmnet"}, timeout=600)
         assert st == 201, (st, d, cls.s.log_tail())
         cls.sid = d["sandbox"]["id"]
@@ -154,6 +158,40 @@ class VmEgressTest(unittest.TestCase):
         self.assertEqual(json.loads(d["stdout"])["path"], "/vm-forked", d)
         d = self.sh("curl -sS -m 20 http://%s/x" % UPSTREAM_IP, sid=cid)
         self.assertIn("egress_denied", d["stdout"] + d["stderr"], d)
+
+    def audit(self, kind):
+        st, d = self.s.json("GET", "/v1/audit?kind=%s&sandbox=%s&limit=1000" % (kind, self.sid))
+        self.assertEqual(st, 200, d)
+        return d["events"]
+
+    def test_6_rate_limit_and_audit_hold_as_for_ns(self):
+        # A credential's rate limit: 2 of 5 requests get the secret, 3 are refused (429).
+        codes = []
+        for i in range(5):
+            d = self.sh("curl -s -o /dev/null -w '%%{http_code}' -m 20 https://cred.test.example/vm-limited-%d "
+                        "-H \"X-Api-Key: $LIMITED\"" % i)
+            codes.append(d["stdout"])
+        self.assertEqual((codes.count("200"), codes.count("429")), (2, 3), codes)
+        injected = [r for r in self.net.requests() if str(r.get("path", "")).startswith("/vm-limited-")]
+        self.assertEqual(len(injected), 2)
+        self.assertTrue(all(r["headers"].get("X-Api-Key") == LIMITED_SECRET for r in injected))
+        # Each egress decision and each refusal is in the audit, under this sandbox, with no secret.
+        self.sh("curl -s -m 20 http://api.test.example/vm-audited; curl -s -m 20 http://%s/vm-denied; true" % UPSTREAM_IP)
+        deadline = time.monotonic() + 15
+        while True:
+            limited = [e for e in self.audit("credential") if e["action"] == "rate_limited"]
+            events = self.audit("egress")
+            allowed = [e for e in events if e["action"] == "allow" and e["detail"].get("host") == "api.test.example"]
+            denied = [e for e in events if e["action"] == "deny" and e["detail"].get("host") == UPSTREAM_IP]
+            if (len(limited) >= 3 and allowed and denied) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(len(limited), 3, limited)
+        self.assertTrue(allowed and denied, events[:5])
+        # (test_4's own exec names the secret it greps for: the exec audit quotes commands.)
+        recorded = json.dumps(self.audit("egress") + self.audit("credential"))
+        self.assertNotIn(SECRET, recorded)
+        self.assertNotIn(LIMITED_SECRET, recorded)
 
 
 if __name__ == "__main__":
