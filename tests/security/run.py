@@ -42,12 +42,17 @@ RESULTS = []
 
 
 def record(name, held, detail="", user="-"):
-    RESULTS.append({"case": name, "user": user, "held": bool(held), "detail": str(detail)[:300]})
+    """`held` None: the attempt's positive control failed, so it proves nothing (INVALID, which
+    fails the suite as BROKEN does)."""
+    verdict = "INVALID" if held is None else "HELD" if held else "BROKEN"
+    RESULTS.append({"case": name, "user": user, "held": verdict == "HELD", "verdict": verdict,
+                    "detail": str(detail)[:300]})
 
 
 def attempt(name):
-    """Decorator for host-side attempts: the function returns (held, detail); an exception is
-    a broken verdict with its reason (an attempt that cannot run proves nothing)."""
+    """Decorator for host-side attempts: the function returns (held, detail), held None when its
+    control failed; an exception is a broken verdict with its reason (an attempt that cannot run
+    proves nothing)."""
     def wrap(fn):
         def run(ctx):
             try:
@@ -611,12 +616,16 @@ def _(ctx):
         "codes %s; team b's //v1//sandboxes// -> %d without team a's ids" % (codes, st)
 
 
-def raw_request(ctx, data, read_timeout=10):
+def raw_request(ctx, data, read_timeout=10, idle=2.0):
+    """Sends `data` on one connection and reads every response to it: until the server closes,
+    `idle` seconds pass with nothing more, or `read_timeout` in all."""
     s = socket.create_connection(("127.0.0.1", ctx.api_port), timeout=read_timeout)
+    deadline = time.monotonic() + read_timeout
     try:
         s.sendall(data)
         out = b""
-        while True:
+        while time.monotonic() < deadline:
+            s.settimeout(max(0.05, min(idle if out else read_timeout, deadline - time.monotonic())))
             try:
                 chunk = s.recv(65536)
             except OSError:
@@ -624,11 +633,14 @@ def raw_request(ctx, data, read_timeout=10):
             if not chunk:
                 break
             out += chunk
-            if b"\r\n\r\n" in out and len(out) > 12:
-                break
         return out
     finally:
         s.close()
+
+
+def statuses(raw):
+    """The status code of every response head in `raw`, in order."""
+    return [int(c) for c in re.findall(rb"HTTP/1\.[01] (\d{3})", raw)]
 
 
 def alive(ctx):
@@ -696,17 +708,27 @@ def _(ctx):
                  b"GET / HTTP/9.9\r\n\r\n", b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
                  b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzzzz\r\n\r\n",
                  b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", os.urandom(4096)):
-        outs.append(raw_request(ctx, data, read_timeout=15)[:12])
-    return alive(ctx) and all(b" 200 " not in o for o in outs), "answers %s" % outs
+        outs.append(statuses(raw_request(ctx, data, read_timeout=15)))
+    # The control: a well-formed request on the same path reads as a 200.
+    control = statuses(raw_request(ctx, b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                                   ctx.s.key.encode() + b"\r\nConnection: close\r\n\r\n"))
+    if control != [200]:
+        return None, "control: a well-formed request got %s" % control
+    return alive(ctx) and all(200 not in o for o in outs), "statuses %s (control %s)" % (outs, control)
 
 
 @attempt("api.request_smuggling")
 def _(ctx):
     smuggle = (b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
                b"0\r\n\r\nGET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ctx.s.key.encode() + b"\r\n\r\n")
-    out = raw_request(ctx, smuggle, read_timeout=10)
-    # Either refused, or both read as what they are; never a second request parsed out of a body.
-    return b" 200 " not in out[:12] or out.count(b"HTTP/1.1") <= 1, "answer %r" % out[:60]
+    got = statuses(raw_request(ctx, smuggle, read_timeout=10))
+    # The control: two requests pipelined on one connection are both answered, and read here.
+    authed = b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + ctx.s.key.encode() + b"\r\n\r\n"
+    control = statuses(raw_request(ctx, authed + authed, read_timeout=10))
+    if control[:2] != [200, 200]:
+        return None, "control: two pipelined requests got %s" % control
+    # Refused (the framing is ambiguous): never a 200 for the GET hidden in the POST's body.
+    return 200 not in got, "statuses %s (control %s)" % (got, control)
 
 
 @attempt("api.header_injection_through_the_front")
@@ -720,9 +742,16 @@ def _(ctx):
     inject = b"Authorization: Bearer " + ctx.s.key.encode()
     outs = []
     for sep in (b"\r\n ", b"\n", b"\r", b"\r\n\t"):
-        out = raw_request(ctx, target + b"\r\nX-Pad: a" + sep + inject + b"\r\n\r\n", read_timeout=10)
-        outs.append(out[:12])
-    return alive(ctx) and all(b" 200 " not in o for o in outs), "answers %s" % outs
+        out = raw_request(ctx, target + b"\r\nX-Pad: a" + sep + inject + b"\r\nConnection: close\r\n\r\n",
+                          read_timeout=10)
+        outs.append(statuses(out))
+    # The control: with team a's key as its own header, the same request reads the sandbox.
+    own = b"GET /v1/sandboxes/" + ctx.a.encode() + b" HTTP/1.1\r\nHost: x\r\n" + inject + \
+        b"\r\nConnection: close\r\n\r\n"
+    control = statuses(raw_request(ctx, own))
+    if control != [200]:
+        return None, "control: team a's own request got %s" % control
+    return alive(ctx) and all(200 not in o for o in outs), "statuses %s (control %s)" % (outs, control)
 
 
 @attempt("api.slowloris_headers")
@@ -914,10 +943,12 @@ def print_table(results):
     w = max(len(r["case"]) for r in results) + 2
     print("\n%-*s %-5s %-7s %s" % (w, "ATTEMPT", "AS", "VERDICT", "DETAIL"))
     for r in results:
-        print("%-*s %-5s %-7s %s" % (w, r["case"], r["user"], "HELD" if r["held"] else "BROKEN", r["detail"][:110]))
-    broken = [r for r in results if not r["held"]]
-    print("\n%d attempts: %d held, %d broken" % (len(results), len(results) - len(broken), len(broken)))
-    return broken
+        print("%-*s %-5s %-7s %s" % (w, r["case"], r["user"], r["verdict"], r["detail"][:110]))
+    broken = [r for r in results if r["verdict"] == "BROKEN"]
+    invalid = [r for r in results if r["verdict"] == "INVALID"]
+    print("\n%d attempts: %d held, %d broken, %d invalid" % (len(results), len(results) - len(broken) - len(invalid),
+                                                           len(broken), len(invalid)))
+    return broken + invalid
 
 
 def main():
@@ -937,7 +968,7 @@ def main():
         for run in HOST_ATTEMPTS:
             t = time.time()
             run(ctx)
-            print("  %-55s %5.1fs  %s" % (run.case_name, time.time() - t, "held" if RESULTS[-1]["held"] else "BROKEN"),
+            print("  %-55s %5.1fs  %s" % (run.case_name, time.time() - t, RESULTS[-1]["verdict"].lower() if RESULTS[-1]["held"] else RESULTS[-1]["verdict"]),
                   flush=True)
         if not args.no_vm:
             t = time.time()

@@ -72,7 +72,7 @@ def run_all(ctx, record, run_probe, alive, here):
         guest = got.get((case, "root"))
         did = guest is not None and not guest["held"] and control_text in guest["detail"]
         if not did:
-            record(name, False, "control failed: the guest could not %s (%s), so this proves nothing" %
+            record(name, None, "control failed: the guest could not %s (%s), so this proves nothing" %
                    (control_text, guest and guest["detail"][:120]))
             return
         record(name, unchanged, detail)
@@ -111,7 +111,7 @@ def run_all(ctx, record, run_probe, alive, here):
     if state == "failed":  # the node refused a frame: it drops the channel and says why
         ok = ok and "guest agent is gone" in error
     if could_not:
-        record("vm.guest.forged_frames_node_survives", False, "control failed: the probe sent nothing: " + said[-200:])
+        record("vm.guest.forged_frames_node_survives", None, "control failed: the probe sent nothing: " + said[-200:])
     else:
         record("vm.guest.forged_frames_node_survives", ok,
                "node alive, neighbours (ns and vm) work; forging vm now %s (exec -> %s) %s" % (state, st, error[-90:]))
@@ -125,7 +125,7 @@ def run_all(ctx, record, run_probe, alive, here):
     sums = d["stdout"].split("\n")
     junk = sums[0].split()[0] if sums and sums[0] else ""
     if d["exit_code"] != 0 or len(sums) < 2 or not junk or sums[1].split()[:1] != [junk]:
-        record("vm.disk_writes_stay_in_its_copy", False, "control failed: the guest's write did not land: %r" % d)
+        record("vm.disk_writes_stay_in_its_copy", None, "control failed: the guest's write did not land: %r" % d)
         return
     w = ctx.create(profiles=None, runtime="vm", memory_mb=256)
     ctx.created.append(w)
