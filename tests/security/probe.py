@@ -790,38 +790,88 @@ def _():
 
 # --- resources --------------------------------------------------------------------------------
 
-@case("res.limits_present")
+def cgroup_views():
+    """The sandbox's own cgroups as its root can see them: this case's child unshares a mount
+    namespace and mounts each hierarchy there (the sandbox mounts no cgroupfs itself, and is in
+    a cgroup namespace of its own, so a mount's root is its own cgroup). {name: dir}."""
+    rc, err = sys_call("unshare", CLONE_NEWNS)
+    if rc != 0:
+        return {}
+    mount(None, "/", None, 0x40000 | 0x4000)  # MS_PRIVATE|MS_REC
+    views = {}
+    for name, fstype, opts in (("memory", "cgroup", "memory"), ("pids", "cgroup", "pids"), ("cpu", "cgroup", "cpu"),
+                               ("blkio", "cgroup", "blkio"), ("v2", "cgroup2", None)):
+        d = "/tmp/cgview-" + name
+        os.makedirs(d, exist_ok=True)
+        if mount("cgroup", d, fstype, 0, opts)[0] == 0:
+            views[name] = d
+    return views
+
+
+def cgroup_file(views, candidates):
+    """The first of (view, file) that exists: the file that holds this limit on this host."""
+    for view, f in candidates:
+        if view in views and os.path.exists(os.path.join(views[view], f)):
+            return os.path.join(views[view], f)
+    return None
+
+
+LIMIT_FILES = {
+    "memory": [("v2", "memory.max"), ("memory", "memory.limit_in_bytes")],
+    "pids": [("v2", "pids.max"), ("pids", "pids.max")],
+    "cpu": [("v2", "cpu.max"), ("cpu", "cpu.cfs_quota_us")],
+    "io": [("v2", "io.max"), ("blkio", "blkio.throttle.read_bps_device")],
+}
+UNLIMITED = {"memory.max": b"max", "memory.limit_in_bytes": b"-1", "pids.max": b"max", "cpu.max": b"max 100000",
+             "cpu.cfs_quota_us": b"-1", "io.max": b"253:0 rbps=max", "blkio.throttle.read_bps_device": b"253:0 0"}
+
+
+@case("res.limits_present", users=("root",))
 def _():
+    views = cgroup_views()
     got = {}
-    for f in ("memory.max", "pids.max", "cpu.max"):
-        try:
-            got[f] = open("/sys/fs/cgroup/" + f).read().strip()
-        except OSError as e:
-            got[f] = "unreadable: " + e.strerror
-    ok = got.get("memory.max", "max") != "max" and got.get("pids.max", "max") != "max"
-    return ok, json.dumps(got)
+    for what in ("memory", "pids"):
+        f = cgroup_file(views, LIMIT_FILES[what])
+        got[what] = (f, open(f).read().strip()) if f else None
+    if not got["memory"] or not got["pids"]:
+        return None, "no cgroup view shows the limits (views %s)" % sorted(views)  # INVALID
+    unlimited = [w for w, (f, v) in got.items() if v == "max" or (v.isdigit() and int(v) >= 1 << 62)]
+    return not unlimited, "own limits: %s" % {w: v for w, (f, v) in got.items()}
 
 
-for _f, _v in (("memory.max", b"max"), ("pids.max", b"max"), ("cpu.max", b"max 100000"), ("memory.swap.max", b"max"),
-               ("io.max", b"253:0 rbps=max")):
-    def _make(f, v):
+for _what in ("memory", "pids", "cpu", "io"):
+    def _make(what):
         def g():
-            before = open("/sys/fs/cgroup/" + f).read() if os.path.exists("/sys/fs/cgroup/" + f) else None
-            ok, d = try_write("/sys/fs/cgroup/" + f, v)
-            after = open("/sys/fs/cgroup/" + f).read() if before is not None else None
-            return not ok or before == after, d
+            # The control is finding the file: this sandbox's own limit, where a write would raise it.
+            f = cgroup_file(cgroup_views(), LIMIT_FILES[what])
+            if not f:
+                return None, "no cgroup view holds the %s limit on this host" % what
+            before = open(f).read()
+            ok, d = try_write(f, UNLIMITED[os.path.basename(f)])
+            return not ok and open(f).read() == before, "%s (%s)" % (d, f.replace("/tmp/cgview-", ""))
         return g
-    case("res.raise_own_" + _f.replace(".", "_"))(_make(_f, _v))
+    case("res.raise_own_" + _what + "_limit", users=("root",))(_make(_what))
 
 
-@case("res.new_child_cgroup_escapes_limits")
+@case("res.new_child_cgroup_escapes_limits", users=("root",))
 def _():
+    views = cgroup_views()
+    if "memory" not in views and "v2" not in views:
+        return None, "no cgroup view"
+    base = views.get("v2") if os.path.exists(os.path.join(views.get("v2", "/nonexistent"), "memory.max")) \
+        else views.get("memory")
     try:
-        os.mkdir("/sys/fs/cgroup/escape")
+        os.mkdir(os.path.join(base, "escape"))
     except OSError as e:
-        return True, "mkdir child cgroup: %s" % e.strerror
-    ok, d = try_write("/sys/fs/cgroup/escape/memory.max", b"max")
-    return True, "child cgroup made; its limits stay under the parent's (%s)" % d
+        return True, "mkdir child cgroup in its own: %s" % e.strerror
+    # Made: a child is bounded by its parent whatever its own file says; moving into it and
+    # unlimiting it must leave the parent's limit in force (v1: hierarchical_memory_limit).
+    child = os.path.join(base, "escape")
+    try_write(os.path.join(child, "memory.limit_in_bytes" if base == views.get("memory") else "memory.max"), b"-1"
+              if base == views.get("memory") else b"max")
+    stat = open(os.path.join(child, "memory.stat")).read() if base == views.get("memory") else ""
+    limit = [l.split()[1] for l in stat.splitlines() if l.startswith("hierarchical_memory_limit ")]
+    return bool(limit) and int(limit[0]) < 1 << 62, "child cgroup made; its effective limit %s" % limit
 
 
 # --- network ----------------------------------------------------------------------------------
@@ -1032,7 +1082,7 @@ def run_case(name, fn, timeout=20):
         os.setpgid(0, 0)
         try:
             held, detail = fn()
-            out = {"held": bool(held), "detail": str(detail)[:400]}
+            out = {"held": None if held is None else bool(held), "detail": str(detail)[:400]}
         except Exception as e:  # a case that errors is reported as broken, with the reason
             out = {"held": False, "detail": "probe error: %r" % e}
         os.write(w, json.dumps(out).encode())
@@ -1073,11 +1123,10 @@ def run_case(name, fn, timeout=20):
     return res
 
 
-def main():
-    who = "root" if ROOT else "user"
-    if ROOT and CFG.get("prepare"):
-        prepare_as_root()
+def planned(who):
+    """The cases this run makes, in order."""
     only = set(CFG.get("only", []))
+    out = []
     for name, users, fn in CASES:
         if who not in users or (only and name not in only):
             continue
@@ -1085,6 +1134,18 @@ def main():
             continue
         if name == "fs.host_paths_absent" and not CFG.get("host_paths"):
             continue  # nothing to look for: the run names them
+        out.append((name, fn))
+    return out
+
+
+def main():
+    who = "root" if ROOT else "user"
+    if ROOT and CFG.get("prepare"):
+        prepare_as_root()
+    plan = planned(who)
+    # First the plan, so a probe that dies halfway is seen to have left cases out.
+    print(json.dumps({"plan": [name for name, _ in plan], "user": who}), flush=True)
+    for name, fn in plan:
         res = run_case(name, fn)
         print(json.dumps({"case": name, "user": who, **res}), flush=True)
 

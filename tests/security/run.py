@@ -209,14 +209,26 @@ def run_probe(ctx, sid, user, extra=None, keep=True):
            "shm_key": ctx.shm_key, "abstract_name": ctx.abstract, "host_int80_signal": ctx.host_int80_signal,
            "binfmt_per_userns": ctx.kernel >= (6, 7), **(extra or {})}
     d = ctx.sh(sid, "python3 /tmp/probe.py '%s'" % json.dumps(cfg).replace("'", "'\"'\"'"), user=user, timeout_s=600)
-    results = []
+    results, plan = [], None
     for line in d["stdout"].splitlines():
         try:
-            results.append(json.loads(line))
+            r = json.loads(line)
         except ValueError:
             continue
-    if not results:
-        record("probe.ran[%s]" % user, False, "probe printed nothing: %s" % (d["stderr"][-300:],))
+        if "plan" in r:
+            plan = r["plan"]
+        elif "case" in r:
+            results.append(r)
+    if plan is None:
+        record("probe.ran[%s]" % user, False, "probe printed no plan: %s" % (d["stderr"][-300:],))
+    else:
+        # Every planned case reports, or the probe died or hung before it: that is a verdict too.
+        seen = {r["case"] for r in results}
+        for name in plan:
+            if name not in seen:
+                results.append({"case": name, "user": user, "held": False,
+                                "detail": "did not report: the probe ended before it (%s)" % d["stderr"][-120:]})
+        print("  probe as %s in %s: %d cases planned, %d reported" % (user, sid, len(plan), len(seen)), flush=True)
     if not keep:
         return results
     for r in results:
