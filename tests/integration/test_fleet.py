@@ -70,6 +70,7 @@ class FleetTest(unittest.TestCase):
     def test_spread_kill_server_and_node(self):
         f = self.f
         acked = {}  # sandbox id -> node it was created on
+        failed_execs = {}  # sandbox id -> (status, body) of an exec that did not answer 200
         lock = threading.Lock()
         errors = []
         counter = iter(range(TOTAL))
@@ -98,8 +99,12 @@ class FleetTest(unittest.TestCase):
                     with lock:
                         acked[sid] = d["sandbox"]["node"]
                     st, d = self.call_any("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["echo", str(i)]})
-                    # A sandbox on the node about to die may fail its exec; it is accounted below.
-                    if st == 200 and d["stdout"] != "%d\n" % i:
+                    # A sandbox on the node about to die may fail its exec: noted, and below it
+                    # must be one of that node's.
+                    if st != 200:
+                        with lock:
+                            failed_execs[sid] = (st, d)
+                    elif d["stdout"] != "%d\n" % i:
                         errors.append(("exec", sid, d))
                 except Exception as e:  # noqa: BLE001 - collected and reported below
                     errors.append(("exception", repr(e)))
@@ -136,6 +141,9 @@ class FleetTest(unittest.TestCase):
         self.assertGreater(len(acked), TOTAL * 0.9, "too few creates acknowledged")
         self.assertEqual(set(acked.values()), {"node-a", "node-b"}, "the scheduler used one node only")
 
+        # Only the killed node's sandboxes may have failed an exec.
+        self.assertEqual({sid: e for sid, e in failed_execs.items() if acked.get(sid) != "node-b"}, {})
+
         # The dead server's operations completed (on the nodes that ran them).
         for sid, op in pending_ops:
             for _ in range(200):
@@ -167,7 +175,7 @@ class FleetTest(unittest.TestCase):
             self.assertEqual(st, 200, (d, f.logs()))
             self.assertEqual((d["state"], d["node"]), ("running", "node-a"))
             st, d = self.call_any("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["cat", "/root/kept"]})
-            self.assertEqual(d["stdout"], sid + "\n")
+            self.assertEqual((st, d["stdout"]), (200, sid + "\n"), d)
 
         # node-b comes back (same data dir): it reconciles away what it left and rejoins.
         node_b = f.nodes["node-b"]
@@ -224,7 +232,7 @@ class FleetTest(unittest.TestCase):
             rec = self.node_of(sid)
             self.assertEqual((rec["state"], rec["node"]), ("running", "node-b"), (rec, f.logs()))
             st, d = self.f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["cat", "/root/n"]})
-            self.assertEqual(d["stdout"], "%d\n" % i)
+            self.assertEqual((st, d["stdout"]), (200, "%d\n" % i), d)
         # A sandbox can be running on node-b before its job says so: server 1 may have moved it
         # and died before recording that, and server 0 records it only once the lease is out.
         while True:
@@ -294,7 +302,7 @@ class FleetTest(unittest.TestCase):
         self.assertGreater(count(), resumed)  # the counting process came back, not just its file
         sys.stderr.write("[vm %s -> %s, count %d after resume] " % (origin, other, resumed))
         st, d = f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["cat", "/root/f"]})
-        self.assertEqual(d["stdout"], "kept\n")
+        self.assertEqual((st, d["stdout"]), (200, "kept\n"), d)
         st, d = f.call(s, "DELETE", "/v1/sandboxes/%s?wait=true" % sid)
         self.assertIn(st, (200, 204), d)
 
@@ -355,7 +363,7 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(st, 201, (d, f.logs()))
         self.assertEqual(d["sandbox"]["template_digest"], digest2)
         st, r = f.call(s, "POST", "/v1/sandboxes/%s/exec" % d["sandbox"]["id"], {"cmd": ["cat", "/built.txt"]})
-        self.assertEqual(r["stdout"], "v2\n", r)
+        self.assertEqual((st, r["stdout"]), (200, "v2\n"), r)
 
         # The store is untrusted: a record that does not check out is refused with a reason,
         # and a template no node published is not found.

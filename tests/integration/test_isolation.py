@@ -55,13 +55,18 @@ class IsolationTest(unittest.TestCase):
         finally:
             os.unlink(marker)
 
+    def assertLastLine(self, want, out):
+        """`out`'s last line is exactly `want` (so "rc=1" does not pass for rc=127)."""
+        lines = out.strip().splitlines()
+        self.assertEqual(lines[-1] if lines else "", want, out)
+
     def test_no_network(self):
         ifaces = [l.split(":")[0].strip() for l in self.sh("cat /proc/net/dev")["stdout"].splitlines()[2:]]
         self.assertEqual(ifaces, ["lo"])
         # The API port on the host's loopback is not the sandbox's loopback.
         port = self.s.url.rsplit(":", 1)[1]
         d = self.sh("nc -w 1 127.0.0.1 %s </dev/null; echo rc=$?" % port)
-        self.assertIn("rc=1", d["stdout"])
+        self.assertLastLine("rc=1", d["stdout"])
         d = self.sh("ping -c 1 -W 1 10.0.2.2 2>&1; echo rc=$?")
         self.assertNotIn("rc=0", d["stdout"])
 
@@ -189,8 +194,8 @@ class IsolationTest(unittest.TestCase):
         self.assertGreaterEqual(int(uid_map[1]), 1 << 20)  # sandbox root is a high host uid
         self.assertEqual(self.sh("id -u")["stdout"], "0\n")
         # Root inside cannot touch what the host owns: /proc/sys is read-only, sysfs too.
-        self.assertIn("rc=1", self.sh("echo 1 > /proc/sys/kernel/sysrq; echo rc=$?")["stdout"])
-        self.assertIn("rc=1", self.sh("touch /sys/x 2>/dev/null; echo rc=$?")["stdout"])
+        self.assertLastLine("rc=1", self.sh("echo 1 > /proc/sys/kernel/sysrq; echo rc=$?")["stdout"])
+        self.assertLastLine("rc=1", self.sh("touch /sys/x 2>/dev/null; echo rc=$?")["stdout"])
 
     def test_masked_proc_paths(self):
         # Whichever of the masked files this kernel has read as empty inside.
@@ -200,7 +205,7 @@ class IsolationTest(unittest.TestCase):
                 self.assertEqual(self.sh("wc -c < %s" % path)["stdout"].strip(), "0", path)
                 checked += 1
         self.assertGreater(checked, 0)
-        self.assertIn("rc=1", self.sh("echo b > /proc/sysrq-trigger; echo rc=$?")["stdout"])
+        self.assertLastLine("rc=1", self.sh("echo b > /proc/sysrq-trigger; echo rc=$?")["stdout"])
 
     def test_seccomp_refusals(self):
         # A new user namespace is refused (and with it most kernel attack surface).
@@ -214,14 +219,22 @@ class IsolationTest(unittest.TestCase):
         d = self.sh("grep -E 'Cap(Eff|Bnd|Prm)' /proc/self/status", user="user")
         for line in d["stdout"].splitlines():
             self.assertTrue(line.endswith("0000000000000000"), line)
-        self.assertIn("rc=1", self.sh("touch /root/x 2>/dev/null; echo rc=$?", user="user")["stdout"])
+        self.assertLastLine("rc=1", self.sh("touch /root/x 2>/dev/null; echo rc=$?", user="user")["stdout"])
 
     def test_memory_limit(self):
         sid = self.s.create(memory_mb=64)
-        # A shell variable of 150 MB must not fit in 64 MB: the allocation is killed.
-        st, d = self.s.exec(sid, ["sh", "-c", "x=$(head -c 150000000 /dev/zero | tr '\\0' a); echo survived"],
-                            timeout_s=60)
+        hog = "x=$(head -c %d /dev/zero | tr '\\0' a); echo survived"
+        # The control: the same command with 10 MB fits and says so.
+        st, d = self.s.exec(sid, ["sh", "-c", hog % 10000000], timeout_s=60)
+        self.assertEqual((st, d.get("stdout")), (200, "survived\n"), d)
+        # A shell variable of 150 MB does not fit in 64 MB: the cgroup's OOM killer ends it, and
+        # the sandbox says so.
+        st, d = self.s.exec(sid, ["sh", "-c", hog % 150000000], timeout_s=60)
+        self.assertEqual(st, 200, d)
         self.assertNotEqual(d.get("stdout"), "survived\n", d)
+        st, rec = self.s.json("GET", "/v1/sandboxes/" + sid)
+        hits = {h["kind"]: h for h in rec["limits_hit"]}
+        self.assertGreaterEqual(hits.get("memory", {}).get("count") or 0, 1, rec["limits_hit"])
 
     def test_pids_limit_and_fork_bomb_contained(self):
         # Its own sandbox: once the bomb holds every task slot, that sandbox cannot fork even
