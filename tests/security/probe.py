@@ -944,7 +944,9 @@ def _():
 def _():
     q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + b"\x05other\x04test\x07example\x00\x00\x01\x00\x01"
     got = []
-    for server in ("8.8.8.8", "1.1.1.1", CFG.get("upstream_ip", "198.51.100.2")) + tuple(CFG.get("host_ips", [])):
+    # The upstream runs an open resolver on port 53 (testnet.py) that answers this name: the
+    # run checks from the host that it does (the control). Only addresses of the test's own.
+    for server in (CFG.get("upstream_ip", "198.51.100.2"),) + tuple(CFG.get("host_ips", [])):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.settimeout(1)
         try:

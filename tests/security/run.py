@@ -22,6 +22,7 @@ import secrets
 import socket
 import sqlite3
 import string
+import struct
 import subprocess
 import sys
 import threading
@@ -201,6 +202,22 @@ def teardown(ctx):
 # ---------------------------------------------------------------------------------------------
 # In-sandbox attempts (probe.py), as root and as user
 
+def resolves_outside(ip, name=b"\x05other\x04test\x07example\x00"):
+    """Whether the resolver at ip:53 answers an A record for other.test.example (no profile
+    allows it): the control of net.dns_direct_to_outside, asked from the host."""
+    q = struct.pack(">HHHHHH", 0x4321, 0x0100, 1, 0, 0, 0) + name + b"\x00\x01\x00\x01"
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(2)
+    try:
+        s.sendto(q, (ip, 53))
+        d, _ = s.recvfrom(512)
+        return len(d) > len(q) and d[3] & 0xF == 0 and struct.unpack(">H", d[6:8])[0] > 0
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def run_probe(ctx, sid, user, extra=None, keep=True):
     """Runs probe.py in `sid` as `user`; records its verdicts (keep) or returns them."""
     cfg = {"host_marker": ctx.marker, "data_dir": ctx.s.data_dir, "host_pids": ctx.host_pids,
@@ -229,6 +246,12 @@ def run_probe(ctx, sid, user, extra=None, keep=True):
                 results.append({"case": name, "user": user, "held": False,
                                 "detail": "did not report: the probe ended before it (%s)" % d["stderr"][-120:]})
         print("  probe as %s in %s: %d cases planned, %d reported" % (user, sid, len(plan), len(seen)), flush=True)
+    dns_control = resolves_outside(UPSTREAM_IP)
+    for r in results:
+        if r["case"] == "net.dns_direct_to_outside":
+            if not dns_control:
+                r["held"] = None
+            r["detail"] += " (control: the host resolves it there: %s)" % dns_control
     if not keep:
         return results
     for r in results:

@@ -1,12 +1,15 @@
 """A tiny authoritative DNS server for the egress tests: answers A queries from a fixed zone
-(NAME=IP arguments), NXDOMAIN for anything else, on 127.0.0.1:<port>. Prints the port."""
+(NAME=IP arguments), NXDOMAIN for anything else, on 127.0.0.1:<port> (DNS_BIND=IP:PORT: there).
+Prints the port."""
+import os
 import socket
 import struct
 import sys
 
 zone = dict(a.split("=", 1) for a in sys.argv[1:])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("127.0.0.1", 0))
+bind = os.environ.get("DNS_BIND", "127.0.0.1:0").rsplit(":", 1)
+s.bind((bind[0], int(bind[1])))
 print(s.getsockname()[1], flush=True)
 while True:
     data, peer = s.recvfrom(4096)

@@ -100,6 +100,13 @@ class TestNet:
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.procs.append(dns)
         self.dns = "127.0.0.1:" + dns.stdout.readline().strip()
+        # An open resolver beyond the gateway (on the upstream, port 53) that answers every name
+        # of the zone: what a sandbox asking DNS past the gateway would want to reach.
+        outside = subprocess.Popen(["ip", "netns", "exec", self.ns, "python3", os.path.join(HERE, "dns_zone.py")] +
+                                   ["%s=%s" % kv for kv in ZONE.items()], env=dict(os.environ, DNS_BIND=UPSTREAM_IP + ":53"),
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.procs.append(outside)
+        assert outside.stdout.readline().strip() == "53"
         return self
 
     def _certs(self):
