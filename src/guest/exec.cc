@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +36,8 @@ struct ChildPlan {
   const char* cwd = nullptr;
   bool cwd_fallback_root = false;  // the cwd is the user's home: fall back to "/"
   bool drop_privileges = false;
+  // Root of an ns sandbox: CAP_SYS_ADMIN goes (ExecContext.root_keeps_sys_admin).
+  bool drop_sys_admin = false;
   bool set_groups = false;
   std::vector<gid_t> groups;
   uid_t uid = 0;
@@ -76,6 +80,19 @@ struct ChildPlan {
     if (!p.cwd_fallback_root || ::chdir("/") != 0) FailChild(p.report_fd, "chdir", errno);
   }
 
+  if (p.drop_sys_admin) {
+    // From the bounding and inheritable sets (what an exec as uid 0 recomputes its sets from)
+    // and the current ones, so neither the command nor anything it execs has it.
+    if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) FailChild(p.report_fd, "capbset_drop", errno);
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+    if (::syscall(SYS_capget, &hdr, data) != 0) FailChild(p.report_fd, "capget", errno);
+    auto& word = data[CAP_TO_INDEX(CAP_SYS_ADMIN)];
+    word.effective &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+    word.permitted &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+    word.inheritable &= ~CAP_TO_MASK(CAP_SYS_ADMIN);
+    if (::syscall(SYS_capset, &hdr, data) != 0) FailChild(p.report_fd, "capset", errno);
+  }
   if (p.drop_privileges) {
     if (p.set_groups && ::setgroups(p.groups.size(), p.groups.data()) != 0) {
       FailChild(p.report_fd, "setgroups", errno);
@@ -285,6 +302,7 @@ Result<SpawnedProcess> SpawnProcess(const ExecRequest& req, const ExecContext& c
   plan.uid = user.uid;
   plan.gid = user.gid;
   plan.drop_privileges = user.uid != 0;
+  plan.drop_sys_admin = !plan.drop_privileges && !ctx.root_keeps_sys_admin;
   if (plan.drop_privileges) {
     ASSIGN_OR_RETURN(plan.groups, SupplementaryGroups(user, ctx.group_path));
     plan.set_groups = SetgroupsAllowed();

@@ -33,6 +33,11 @@ struct ExecContext {
   // PID 1 of a microVM: it owns the VM's network and configures its NIC when the node says
   // (kNetConfig). Elsewhere (an ns sandbox) the node configures the network from outside.
   bool configures_network = false;
+  // Whether the sandbox's root keeps CAP_SYS_ADMIN: a microVM's root owns its kernel (mounts,
+  // its hostname). Elsewhere (an ns sandbox, sharing the host's kernel) root has no
+  // CAP_SYS_ADMIN, so no filesystem of any type can be mounted, each one a kernel attack
+  // surface of its own (docs/security.md, "Mounts").
+  bool root_keeps_sys_admin = false;
 };
 
 // A started process. The parent ends of its pipes are non-blocking and CLOEXEC; stdin_fd

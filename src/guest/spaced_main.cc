@@ -62,6 +62,7 @@ int main() {
 
   space::guest::ExecContext ctx;
   ctx.configures_network = in_vm;
+  ctx.root_keeps_sys_admin = in_vm;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) ctx.inherited_env.emplace_back(*e);
 
   auto daemon = space::guest::GuestDaemon::Create(space::UniqueFd(kChannelFd), std::move(ctx));

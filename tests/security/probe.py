@@ -793,10 +793,12 @@ def _():
 def cgroup_views():
     """The sandbox's own cgroups as its root can see them: this case's child unshares a mount
     namespace and mounts each hierarchy there (the sandbox mounts no cgroupfs itself, and is in
-    a cgroup namespace of its own, so a mount's root is its own cgroup). {name: dir}."""
+    a cgroup namespace of its own, so a mount's root is its own cgroup). {name: dir}; None when
+    its root may not mount at all (an ns sandbox: no CAP_SYS_ADMIN), so no cgroup file is in
+    its reach."""
     rc, err = sys_call("unshare", CLONE_NEWNS)
     if rc != 0:
-        return {}
+        return None if err == errno.EPERM else {}
     mount(None, "/", None, 0x40000 | 0x4000)  # MS_PRIVATE|MS_REC
     views = {}
     for name, fstype, opts in (("memory", "cgroup", "memory"), ("pids", "cgroup", "pids"), ("cpu", "cgroup", "cpu"),
@@ -826,24 +828,38 @@ UNLIMITED = {"memory.max": b"max", "memory.limit_in_bytes": b"-1", "pids.max": b
              "cpu.cfs_quota_us": b"-1", "io.max": b"253:0 rbps=max", "blkio.throttle.read_bps_device": b"253:0 0"}
 
 
-@case("res.limits_present", users=("root",))
+@case("fs.mount_any_filesystem", users=("root",))
 def _():
-    views = cgroup_views()
-    got = {}
-    for what in ("memory", "pids"):
-        f = cgroup_file(views, LIMIT_FILES[what])
-        got[what] = (f, open(f).read().strip()) if f else None
-    if not got["memory"] or not got["pids"]:
-        return None, "no cgroup view shows the limits (views %s)" % sorted(views)  # INVALID
-    unlimited = [w for w, (f, v) in got.items() if v == "max" or (v.isdigit() and int(v) >= 1 << 62)]
-    return not unlimited, "own limits: %s" % {w: v for w, (f, v) in got.items()}
+    """Every filesystem type a sandbox could mount is kernel attack surface of its own (the
+    cgroup v1 release_agent escape, overlayfs in user namespaces): an ns sandbox's root has no
+    CAP_SYS_ADMIN, so it gets no mount namespace of its own and mounts nothing."""
+    rc, err = sys_call("unshare", CLONE_NEWNS)
+    if rc != 0:
+        return err == errno.EPERM, "unshare(CLONE_NEWNS): %s" % errno.errorcode.get(err)
+    mounted = []
+    os.makedirs("/tmp/mnt-any", exist_ok=True)
+    for src, fstype, data in (("none", "tmpfs", None), ("proc", "proc", None), ("sysfs", "sysfs", None),
+                              ("cgroup", "cgroup", "memory"), ("cgroup2", "cgroup2", None), ("mqueue", "mqueue", None),
+                              ("overlay", "overlay", "lowerdir=/usr,upperdir=/tmp/u,workdir=/tmp/w"),
+                              ("binfmt_misc", "binfmt_misc", None)):
+        os.makedirs("/tmp/u", exist_ok=True)
+        os.makedirs("/tmp/w", exist_ok=True)
+        if mount(src, "/tmp/mnt-any", fstype, 0, data)[0] == 0:
+            mounted.append(fstype)
+            libc.umount2(b"/tmp/mnt-any", 2)
+    if mount("/usr", "/tmp/mnt-any", None, 0x1000)[0] == 0:  # MS_BIND
+        mounted.append("bind")
+    return not mounted, "mounted: %s" % mounted
 
 
 for _what in ("memory", "pids", "cpu", "io"):
     def _make(what):
         def g():
             # The control is finding the file: this sandbox's own limit, where a write would raise it.
-            f = cgroup_file(cgroup_views(), LIMIT_FILES[what])
+            views = cgroup_views()
+            if views is None:
+                return True, "its root may mount no cgroupfs (EPERM): no %s limit file in reach" % what
+            f = cgroup_file(views, LIMIT_FILES[what])
             if not f:
                 return None, "no cgroup view holds the %s limit on this host" % what
             before = open(f).read()
@@ -856,6 +872,8 @@ for _what in ("memory", "pids", "cpu", "io"):
 @case("res.new_child_cgroup_escapes_limits", users=("root",))
 def _():
     views = cgroup_views()
+    if views is None:
+        return True, "its root may mount no cgroupfs (EPERM): no cgroup to make a child in"
     if "memory" not in views and "v2" not in views:
         return None, "no cgroup view"
     base = views.get("v2") if os.path.exists(os.path.join(views.get("v2", "/nonexistent"), "memory.max")) \

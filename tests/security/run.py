@@ -296,6 +296,20 @@ def _(ctx):
     return not seen, "the host's binfmt_misc has %s entry registered in a sandbox" % ("the" if seen else "no")
 
 
+@attempt("res.limits_present")
+def _(ctx):
+    # What the res. attempts would raise, read from the host: sandbox a's memory and pids limits.
+    from harness import space_cgroups  # noqa: E402
+    got = {}
+    for d in space_cgroups(ctx.a, ctx.s.data_dir):
+        for f in ("memory.limit_in_bytes", "memory.max", "pids.max"):
+            if os.path.exists(os.path.join(d, f)):
+                got[f] = open(os.path.join(d, f)).read().strip()
+    memory = got.get("memory.max", got.get("memory.limit_in_bytes", "max"))
+    limited = memory != "max" and int(memory) < 1 << 62 and got.get("pids.max", "max") != "max"
+    return limited, "sandbox a's limits on the host: %s" % got
+
+
 @attempt("k.sethostname_reaches_host")
 def _(ctx):
     ctx.sh(ctx.a, "hostname pwned-by-sandbox 2>&1; echo pwned-by-sandbox > /proc/sys/kernel/hostname 2>&1; true")
