@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <stdlib.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
