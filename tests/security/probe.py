@@ -1025,17 +1025,31 @@ def _():
     except OSError as e:
         return True, "AF_PACKET: %s" % e.strerror
     s.settimeout(0.2)
-    foreign = 0
-    end = time.time() + 2
+    # The control: datagrams of this sandbox's own, sent meanwhile, are seen (the sniffer works).
+    # The other sandbox is sending too (the run keeps it busy), on its own link.
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.connect((CFG.get("gateway", "100.64.0.1"), 9))
+    mine = socket.inet_aton(probe.getsockname()[0])
+    foreign = own = 0
+    end = time.time() + 3
     other = CFG.get("other_sandbox_ip", "")
+    next_send = 0
     while time.time() < end:
+        if time.time() >= next_send:  # 20 a second
+            probe.send(b"sniff-control")
+            next_send = time.time() + 0.05
         try:
             pkt = s.recv(2048)
         except OSError:
             continue
         if other and socket.inet_aton(other) in pkt[26:34]:
             foreign += 1
-    return foreign == 0, "frames of the other sandbox seen: %d" % foreign
+        if mine in pkt[26:34]:
+            own += 1
+    probe.close()
+    if own == 0:
+        return None, "control: not even this sandbox's own datagrams were seen"
+    return foreign == 0, "frames of the other sandbox seen: %d (own, the control: %d)" % (foreign, own)
 
 
 # --- the hostile guest (runs last: it breaks this sandbox's channel) ---------------------------

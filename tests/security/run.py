@@ -247,7 +247,12 @@ def run_probe(ctx, sid, user, extra=None, keep=True):
                                 "detail": "did not report: the probe ended before it (%s)" % d["stderr"][-120:]})
         print("  probe as %s in %s: %d cases planned, %d reported" % (user, sid, len(plan), len(seen)), flush=True)
     dns_control = resolves_outside(UPSTREAM_IP)
+    b_busy = sum(1 for q in ctx.net.requests() if q.get("path") == "/keep-busy")
     for r in results:
+        if r["case"] == "net.raw_socket_sniff_others":
+            if not b_busy:
+                r["held"] = None
+            r["detail"] += " (sandbox b's requests meanwhile, at the upstream: %d)" % b_busy
         if r["case"] == "net.dns_direct_to_outside":
             if not dns_control:
                 r["held"] = None
@@ -259,6 +264,14 @@ def run_probe(ctx, sid, user, extra=None, keep=True):
     return results
 
 
+def keep_b_busy(ctx, seconds=60):
+    """Sandbox b sends requests through the gateway meanwhile: traffic a sniffer in another
+    sandbox would see if the links were shared (net.raw_socket_sniff_others)."""
+    ctx.sh(ctx.b, "nohup sh -c 'end=$(($(date +%%s)+%d)); while [ $(date +%%s) -lt $end ]; do "
+                  "curl -s -m 2 http://api.test.example/keep-busy >/dev/null; sleep 0.1; done' >/dev/null 2>&1 &"
+           % seconds)
+
+
 def in_sandbox_attempts(ctx):
     with open(os.path.join(HERE, "probe.py"), "rb") as f:
         probe = f.read()
@@ -266,6 +279,7 @@ def in_sandbox_attempts(ctx):
     # The control for fs.host_paths_absent: the sandbox's root directory is there on the host.
     host_paths = [os.path.join(ctx.s.data_dir, "pool", "sandboxes", ctx.a)]
     assert all(os.path.exists(p) for p in host_paths), host_paths
+    keep_b_busy(ctx)
     run_probe(ctx, ctx.a, "root", {"prepare": True, "host_paths": host_paths})
     run_probe(ctx, ctx.a, "user", {"host_paths": host_paths})
 
@@ -1021,7 +1035,7 @@ def main():
                   flush=True)
         if not args.no_vm:
             t = time.time()
-            vm_attempts.run_all(ctx, record, run_probe, alive, HERE)
+            vm_attempts.run_all(ctx, record, run_probe, alive, HERE, keep_b_busy)
             print("  %-55s %5.1fs" % ("the vm runtime's attempts", time.time() - t), flush=True)
     finally:
         teardown(ctx)

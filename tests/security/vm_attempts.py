@@ -40,7 +40,7 @@ def read(path):
         return None
 
 
-def run_all(ctx, record, run_probe, alive, here):
+def run_all(ctx, record, run_probe, alive, here, keep_busy=lambda ctx: None):
     """Creates the vm sandboxes, runs the probe in them and the host checks after it."""
     if not shutil.which("qemu-system-x86_64"):
         print("tests/security: no qemu-system-x86_64; the vm runtime's attempts are not run", flush=True)
@@ -55,6 +55,7 @@ def run_all(ctx, record, run_probe, alive, here):
     with open(os.path.join(here, "probe.py"), "rb") as f:
         assert ctx.put_file(v, "/tmp/probe.py", f.read()) in (200, 201)
     results = []
+    keep_busy(ctx)
     for user in ("root", "user"):
         extra = {"host_paths": host_paths, "runtime": "vm"}
         if user == "root":
