@@ -218,6 +218,26 @@ def resolves_outside(ip, name=b"\x05other\x04test\x07example\x00"):
         s.close()
 
 
+def host_opens_by_handle():
+    """The control of fs.open_by_handle_at: on the host, as root, a handle of "/" (from
+    name_to_handle_at) opens with open_by_handle_at, the "shocker" escape's call."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(8 + 128)
+    struct.pack_into("I", buf, 0, 128)
+    mount_id = ctypes.c_int()
+    if libc.syscall(303, -100, b"/", buf, ctypes.byref(mount_id), 0) != 0:  # name_to_handle_at
+        return False
+    mount_fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = libc.syscall(304, mount_fd, buf, os.O_RDONLY | os.O_DIRECTORY)  # open_by_handle_at
+        if fd < 0:
+            return False
+        os.close(fd)
+        return True
+    finally:
+        os.close(mount_fd)
+
+
 def run_probe(ctx, sid, user, extra=None, keep=True):
     """Runs probe.py in `sid` as `user`; records its verdicts (keep) or returns them."""
     cfg = {"host_marker": ctx.marker, "data_dir": ctx.s.data_dir, "host_pids": ctx.host_pids,
@@ -248,7 +268,12 @@ def run_probe(ctx, sid, user, extra=None, keep=True):
         print("  probe as %s in %s: %d cases planned, %d reported" % (user, sid, len(plan), len(seen)), flush=True)
     dns_control = resolves_outside(UPSTREAM_IP)
     b_busy = sum(1 for q in ctx.net.requests() if q.get("path") == "/keep-busy")
+    by_handle = host_opens_by_handle()
     for r in results:
+        if r["case"] == "fs.open_by_handle_at":
+            if not by_handle:
+                r["held"] = None
+            r["detail"] += " (control: the host opens / by handle: %s)" % by_handle
         if r["case"] == "net.raw_socket_sniff_others":
             if not b_busy:
                 r["held"] = None
