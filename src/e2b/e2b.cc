@@ -2,9 +2,9 @@
 #include "e2b/e2b.h"
 
 #include <openssl/crypto.h>
-#include <openssl/hmac.h>
 
 #include "common/base64.h"
+#include "common/hmac.h"
 #include "common/ids.h"
 #include "common/random.h"
 #include "common/syscall.h"
@@ -15,16 +15,6 @@
 
 namespace space::e2b {
 namespace {
-
-std::string Hex(const unsigned char* d, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out += kHex[d[i] >> 4];
-    out += kHex[d[i] & 15];
-  }
-  return out;
-}
 
 bool StartsWith(const std::string& s, std::string_view p) { return s.compare(0, p.size(), p) == 0; }
 
@@ -66,13 +56,7 @@ Status E2b::Init() {
   return WriteFileAtomic(secret_path_, secret_ + "\n", 0600);
 }
 
-std::string E2b::AccessToken(const std::string& sandbox_id) const {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
-       reinterpret_cast<const unsigned char*>(sandbox_id.data()), sandbox_id.size(), mac, &len);
-  return Hex(mac, len);
-}
+std::string E2b::AccessToken(const std::string& sandbox_id) const { return HmacSha256Hex(secret_, sandbox_id); }
 
 bool E2b::Handles(const api::Request& req) {
   if (req.headers.count("e2b-sandbox-id")) return true;

@@ -81,7 +81,8 @@ class Snapshots {
   Status CheckpointVm(const store::Sandbox& rec, const std::string& snap_id);
 
   const Deps d_;
-  // Pulls run one at a time: two creates of one missing template restore it once.
+  // Restores of pulled templates run one at a time: two creates of one missing template
+  // restore it once.
   std::mutex pull_mu_;
 };
 

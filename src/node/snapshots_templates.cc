@@ -1,9 +1,9 @@
 // Snapshots: templates carried to every node through the snapshot store.
 #include <openssl/crypto.h>
-#include <openssl/hmac.h>
 
 #include <nlohmann/json.hpp>
 
+#include "common/hmac.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "node/snapshots.h"
@@ -32,18 +32,7 @@ struct Published {
 // HMAC-SHA256 of the record's fields (none holds a newline: names, teams and digests are
 // validated narrower), hex.
 std::string RecordMac(const std::string& key, const std::string& name, const Published& p) {
-  const std::string msg = "space template record v1\n" + name + "\n" + p.team + "\n" + p.digest + "\n" + p.manifest;
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-       msg.size(), mac, &len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[mac[i] >> 4];
-    out += kHex[mac[i] & 15];
-  }
-  return out;
+  return HmacSha256Hex(key, "space template record v1\n" + name + "\n" + p.team + "\n" + p.digest + "\n" + p.manifest);
 }
 
 // The store is untrusted: a record is read as hostile input, and its manifest name must be the
@@ -97,7 +86,6 @@ Status Snapshots::PublishTemplate(const storage::TemplateInfo& t) {
 
 Result<storage::TemplateInfo> Snapshots::PullTemplate(const std::string& name, bool* restored) {
   if (restored != nullptr) *restored = false;
-  std::lock_guard<std::mutex> pulling(pull_mu_);
   auto record = ReadRecord(*d_.blobs, name, d_.template_record_key);
   if (!record.ok()) {
     if (record.status().code() == StatusCode::kNotFound) {
@@ -106,6 +94,9 @@ Result<storage::TemplateInfo> Snapshots::PullTemplate(const std::string& name, b
     return record.status();
   }
   if (auto local = d_.pool->GetTemplate(name); local.ok() && local->digest == record->digest) return local;
+  // Only restores run one at a time (the check that the tree is missing is made again under
+  // the lock): a create whose template is already here does not wait for another's pull.
+  std::lock_guard<std::mutex> pulling(pull_mu_);
   if (!d_.pool->HasTemplateTree(record->digest)) {
     // Restored as a snapshot, cloned into a scratch root and committed as a layer: the pool
     // digests the tree itself. The scratch root has no record, so a crash in between leaves
