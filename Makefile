@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm bench-templates asan fuzz fuzz-ci lint clean
+.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm bench-templates bench-ports asan fuzz fuzz-ci lint clean
 
 all: build
 
@@ -72,6 +72,10 @@ bench-lifecycle: build
 
 bench-egress: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) python3 bench/egress.py
+
+# Preview ports: latency and throughput through a preview URL against the same server on the host.
+bench-ports: build
+	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) python3 bench/ports.py
 
 # Recipe builds cold and cached, and creates from a built template against base.
 bench-templates: build

@@ -20,6 +20,7 @@ PACKAGES=(
   python3 iproute2 sqlite3 openssl          # integration tests (openssl: the egress tests' CA)
   qemu-system-x86 e2fsprogs                 # the vm runtime: QEMU microVMs, ext4 disk images
   postgresql                                # throwaway cluster for the store tests (pg-test-cluster.sh)
+  chromium                                  # browser tests (driven by playwright-core from npm)
 )
 
 missing=()

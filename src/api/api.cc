@@ -110,6 +110,7 @@ void Api::Route(Request& req, Responder& res) {
       if (n == 6 && m == "POST" && (p[5] == "stdin" || p[5] == "signal")) return ProcessCall(req, res, id, p[4], p[5]);
       return not_found();
     }
+    if (sub == "ports" && n <= 5) return Ports(req, res, id, n == 5 ? p[4] : "");
     if (sub == "files") {
       if (n == 4) return Files(req, res, id, m == "GET" ? "read" : m == "PUT" ? "write" : m == "DELETE" ? "delete" : "");
       if (n == 5 && m == "GET" && (p[4] == "list" || p[4] == "stat")) return Files(req, res, id, p[4]);

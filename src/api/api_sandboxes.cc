@@ -194,8 +194,9 @@ void Api::ListAudit(Request& req, Responder& res) {
   f.team = req.team;
   f.sandbox = req.Query("sandbox");
   f.kind = req.Query("kind");
-  if (!f.kind.empty() && f.kind != "lifecycle" && f.kind != "exec" && f.kind != "egress" && f.kind != "credential") {
-    return res.SendError(InvalidArgument("kind must be lifecycle, exec, egress or credential"));
+  if (!f.kind.empty() && f.kind != "lifecycle" && f.kind != "exec" && f.kind != "egress" && f.kind != "credential" &&
+      f.kind != "ingress") {
+    return res.SendError(InvalidArgument("kind must be lifecycle, exec, egress, credential or ingress"));
   }
   f.limit = 500;
   auto events = node_->audit().List(f);

@@ -6,6 +6,7 @@
 #include "cli/client.h"
 #include "cli/egress_commands.h"
 #include "cli/fleet_commands.h"
+#include "cli/port_commands.h"
 #include "cli/sandbox_commands.h"
 #include "daemon/dev.h"
 #include "daemon/hidden_commands.h"
@@ -31,6 +32,9 @@ CLI::App* RegisterDev(CLI::App& app, daemon::DevOptions* dev) {
                 "use overlayfs instead of btrfs for sandbox roots (refused today: overlayfs cannot be idmapped)");
   cmd->add_option("--api-rate-limit", dev->api_rate_limit,
                   "requests per second per API key, RATE[:BURST] (default 1000:2000; 0 = off)");
+  cmd->add_option("--preview-domain", dev->preview_domain,
+                  "domain of preview URLs, <port>-<sandbox label>.DOMAIN on this listener (default localhost, "
+                  "which browsers resolve to loopback)");
   cmd->add_option("--warm-pool", dev->warm_pool,
                   "pre-created sandboxes per template and runtime, TEMPLATE[:vm]=N[,...] (default: none)");
   cmd->add_flag("--no-egress", dev->no_egress, "no sandbox network at all (egress profiles are refused)");
@@ -65,6 +69,8 @@ int Main(int argc, char** argv) {
   egress_commands.Register(app);
   FleetCommands fleet_commands;
   fleet_commands.Register(app);
+  PortCommands port_commands;
+  port_commands.Register(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -75,6 +81,7 @@ int Main(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status());
   if (auto code = egress_commands.Run(*client, json)) return *code;
   if (auto code = fleet_commands.Run(*client, json)) return *code;
+  if (auto code = port_commands.Run(*client, json)) return *code;
   if (auto code = sandbox_commands.Run(*client, json)) return *code;
   return 2;
 }

@@ -25,6 +25,8 @@ void FleetCommands::Register(CLI::App& app) {
   server_cmd_->add_option("--replica", server_.replica, "this replica's name in job leases (default host-pid)");
   server_cmd_->add_option("--api-rate-limit", server_.api_rate_limit, "per API key, RATE[:BURST] (0 = off)");
   server_cmd_->add_option("--lost-after-ms", server_.lost_after_ms, "a node silent this long is lost (default 15000)");
+  server_cmd_->add_option("--preview-domain", server_.preview_domain,
+                          "domain of preview URLs; such hosts are relayed to the sandbox's node (default localhost)");
   server_cmd_->add_option("--job-lease-ms", server_.job_lease_ms,
                           "a job whose replica stops renewing its lease this long is taken over (default 300000)");
 
@@ -45,6 +47,9 @@ void FleetCommands::Register(CLI::App& app) {
   node_cmd_->add_option("--warm-pool", node_.warm_pool,
                         "pre-created sandboxes per template and runtime, TEMPLATE[:vm]=N[,...]");
   node_cmd_->add_flag("--no-egress", node_.no_egress, "no sandbox network at all");
+  node_cmd_->add_option("--preview-domain", node_.preview_domain, "domain of preview URLs (the servers' own)");
+  node_cmd_->add_option("--preview-port", node_.preview_port,
+                        "port preview URLs name: the servers' (default: this node's listen port)");
   node_cmd_->add_option("--accel", node_.accel, "what runs vm sandboxes: auto, kvm or tcg (see space dev --help)");
   node_cmd_->add_option("--egress-dns", node_.egress_dns, "resolver the egress gateway asks (IP[:PORT])");
   node_ls_ = node_cmd_->add_subcommand("ls", "list the fleet's nodes (through a server)");

@@ -9,5 +9,7 @@
 namespace space {
 
 std::string HmacSha256Hex(std::string_view key, std::string_view message);
+// Plain SHA-256 as lowercase hex: how secrets shown once (preview port tokens) are stored.
+std::string Sha256Hex(std::string_view data);
 
 }  // namespace space

@@ -1,5 +1,6 @@
 #include "common/ids.h"
 
+#include <cctype>
 #include <string>
 
 namespace space {
@@ -26,6 +27,14 @@ bool IsPublicId(std::string_view s, std::string_view prefix) {
     if (!IsAlnum(c)) return false;
   }
   return true;
+}
+
+std::string SandboxHostLabel(std::string_view id) {
+  std::string out(id);
+  for (char& c : out) {
+    c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
 }
 
 }  // namespace space

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -24,5 +25,10 @@ Status ValidateSandboxId(std::string_view id);
 // characters of [A-Za-z0-9] ("sbx_...", "snap_...", "proc_...", "op_..."). The API's check
 // before a lookup, so a malformed id is a plain "not found".
 bool IsPublicId(std::string_view s, std::string_view prefix);
+
+// The DNS label that names sandbox `id` (or an E2B host's lowercased id) in preview hosts:
+// lower case, '_' as '-' (browsers lowercase host names, and '_' is not valid in DNS).
+// "sbx_AbC" -> "sbx-abc".
+std::string SandboxHostLabel(std::string_view id);
 
 }  // namespace space

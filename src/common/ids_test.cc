@@ -85,5 +85,10 @@ TEST(IdsTest, NewIdsPassBothChecks) {
   }
 }
 
+TEST(SandboxHostLabelTest, SurvivesLowercasing) {
+  EXPECT_EQ(SandboxHostLabel("sbx_AbC09"), "sbx-abc09");
+  EXPECT_EQ(SandboxHostLabel("sbx_abc09"), SandboxHostLabel("SBX-ABC09"));
+}
+
 }  // namespace
 }  // namespace space

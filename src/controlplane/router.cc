@@ -44,13 +44,17 @@ nlohmann::json JobJson(const store::JobRecord& j) {
 }  // namespace
 
 Router::Router(store::Store* store, api::RateLimit limit, RouterConfig config)
-    : store_(store), auth_(store, limit), config_(std::move(config)) {}
+    : store_(store),
+      auth_(store, limit),
+      config_(std::move(config)),
+      previews_(store, config_.preview_domain, config_.stale_ms) {}
 
 void Router::Handle(api::Request& req, api::Responder& res) {
   if (req.path == "/healthz" && req.method == "GET") {
     res.SendJson(200, {{"status", "ok"}, {"role", "server"}});
     return;
   }
+  if (previews_.Handle(req, res)) return;  // a preview port's token is checked by its node
   if (auth_.Admit(req, res)) Route(req, res);
 }
 

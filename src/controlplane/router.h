@@ -6,6 +6,7 @@
 //   of a suspended sandbox, restores it from the shared snapshot store);
 // - everything else (lists, credentials, profiles, audit, templates): any ready node, since
 //   they read the shared store.
+// - preview hosts (`<port>-<label>.<domain>`): relayed raw to the node holding the sandbox.
 // The fleet's own routes are answered here: GET /v1/nodes, POST /v1/nodes/{name}/drain|ready
 // and GET /v1/jobs (admin team only).
 //
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "controlplane/preview_relay.h"
 #include "http/authenticator.h"
 #include "http/http.h"
 #include "store/store.h"
@@ -25,6 +27,7 @@ namespace space::controlplane {
 struct RouterConfig {
   int64_t stale_ms = 15000;       // a node whose heartbeat is older takes no new sandboxes
   std::string admin_team = "default";  // the team whose keys may drain nodes
+  std::string preview_domain = "localhost";  // preview hosts go to the sandbox's node (preview_relay.h)
 };
 
 class Router {
@@ -46,6 +49,7 @@ class Router {
   store::Store* const store_;
   api::Authenticator auth_;
   const RouterConfig config_;
+  PreviewRelay previews_;
   std::mutex mu_;
   // Sandboxes sent to each node since its heartbeat at `.first` (scheduler.h `placed`).
   std::map<std::string, std::pair<int64_t, int64_t>> placed_;  // GUARDED_BY(mu_)

@@ -31,6 +31,7 @@
 #include "front/front.h"
 #include "front/front_process.h"
 #include "http/http_server.h"
+#include "ingress/ingress.h"
 #include "node/heartbeat.h"
 #include "node/node.h"
 #include "node/node_seccomp.h"
@@ -47,6 +48,16 @@
 
 namespace space::daemon {
 namespace {
+
+// A DNS name of letters, digits, '-' and '.', as preview hosts end with it.
+bool ValidPreviewDomain(const std::string& d) {
+  if (d.empty() || d.size() > 200 || d.front() == '.' || d.back() == '.' || d.find("..") != std::string::npos)
+    return false;
+  for (char c : d) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') return false;
+  }
+  return true;
+}
 
 // The API front's preferred uid slot: below the gateway workers' (the top 100), above where
 // sandboxes start (the lowest free).
@@ -227,6 +238,14 @@ int RunDev(const DevOptions& options) {
     std::cerr << "space dev: " << warm.status().message() << "\n";
     return 2;
   }
+  if (options.preview_port < 0 || options.preview_port > 65535) {
+    std::cerr << "space dev: --preview-port: want 1..65535\n";
+    return 1;
+  }
+  if (!ValidPreviewDomain(options.preview_domain)) {
+    std::cerr << "space dev: --preview-domain: want a DNS name such as localhost or preview.example.com\n";
+    return 1;
+  }
   if (auto accel = runtime::vm::ParseAccel(options.accel); !accel.ok()) {
     std::cerr << "space dev: --accel: " << accel.status().message() << "\n";
     return 2;
@@ -369,6 +388,8 @@ int RunDev(const DevOptions& options) {
   nc.pool_mount = *pool_mount;
   nc.warm_pool = std::move(*warm);
   nc.vm_accel = options.accel;
+  nc.ports.domain = options.preview_domain;
+  nc.ports.listen_port = options.preview_port > 0 ? static_cast<uint16_t>(options.preview_port) : bound;
   nc.broker = broker->get();
   if (fleet) {
     nc.node_name = options.node_name;
@@ -397,7 +418,11 @@ int RunDev(const DevOptions& options) {
   }
   // The node's HTTP server listens on nothing: it serves the connections its API front hands
   // it, each a request the front has already read whole from a client.
-  api::HttpServer server(hc, [&api, &e2b](api::Request& req, api::Responder& res) {
+  // Preview hosts first: a request for a port inside a sandbox is the sandbox's, whatever
+  // its path (ingress/ingress.h).
+  ingress::Ingress ingress(&(*node)->ports());
+  api::HttpServer server(hc, [&api, &e2b, &ingress](api::Request& req, api::Responder& res) {
+    if (ingress.Handle(req, res)) return;
     if (e2b::E2b::Handles(req)) return e2b.Handle(req, res);
     api.Handle(req, res);
   });

@@ -25,6 +25,8 @@ struct DevOptions {
   std::string egress_upstream_ca;         // extra CA file the gateway trusts upstream (tests)
   std::string warm_pool;                  // "TEMPLATE=N[,...]": pre-created sandboxes per template
   std::string accel = "auto";             // vm runtime accelerator: auto, kvm or tcg
+  std::string preview_domain = "localhost";  // preview URLs: <port>-<label>.<this>
+  int preview_port = 0;                      // the port they name; 0 = the listen port
   std::string api_rate_limit = "1000:2000";  // per API key: "RATE[:BURST]" requests/s; "0" = off
   // Fleet node (`space node`, docs/fleet.md): set by the node command, empty for `space dev`.
   std::string node_name;                  // name in the store's nodes table and sandbox records

@@ -81,6 +81,7 @@ int RunServer(const ServerOptions& options) {
 
   controlplane::RouterConfig rc;
   rc.stale_ms = options.lost_after_ms;
+  rc.preview_domain = options.preview_domain;
   controlplane::Router router(store->get(), rate_limit, rc);
   controlplane::ControllersConfig cc;
   cc.replica = replica;

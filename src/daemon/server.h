@@ -18,6 +18,7 @@ struct ServerOptions {
   int64_t lost_after_ms = 15000;  // a node silent this long (15 heartbeats) is lost
   int64_t job_lease_ms = 300000;  // a job whose holder stops renewing this long is taken over
   std::string user = "nobody";   // started as root: the user it becomes before serving
+  std::string preview_domain = "localhost";  // preview hosts relayed to their sandbox's node
 };
 
 int RunServer(const ServerOptions& options);

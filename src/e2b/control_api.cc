@@ -64,6 +64,14 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseMetadataFilter(con
 
 }  // namespace
 
+// Where getHost(port) points: the SDK builds `<port>-<sandboxID>.<domain>`, and the ingress
+// reads the lowercased id as the sandbox's label (node/ports.h).
+std::string E2b::PreviewDomain() const {
+  const node::PortsConfig& pc = node_->ports().config();
+  if (pc.listen_port == 0 || pc.listen_port == 80) return pc.domain;
+  return pc.domain + ":" + std::to_string(pc.listen_port);
+}
+
 nlohmann::json E2b::SandboxJson(const store::Sandbox& r) const {
   std::string token = AccessToken(r.id);
   return {{"sandboxID", r.id},
@@ -73,7 +81,7 @@ nlohmann::json E2b::SandboxJson(const store::Sandbox& r) const {
           {"envdVersion", kEnvdVersion},
           {"envdAccessToken", token},
           {"trafficAccessToken", token},
-          {"domain", nullptr},
+          {"domain", PreviewDomain()},
           {"metadata", r.metadata},
           {"startedAt", FormatRfc3339(r.created_at_ms)},
           {"endAt", FormatRfc3339(r.expires_at_ms)},
@@ -82,7 +90,8 @@ nlohmann::json E2b::SandboxJson(const store::Sandbox& r) const {
           {"memoryMB", r.resources.memory_mb},
           {"diskSizeMB", r.resources.disk_mb},
           {"allowInternetAccess", false},
-          {"lifecycle", {{"onTimeout", r.on_timeout == store::OnTimeout::kSuspend ? "pause" : "kill"}, {"autoResume", false}}}};
+          {"lifecycle",
+           {{"onTimeout", r.on_timeout == store::OnTimeout::kSuspend ? "pause" : "kill"}, {"autoResume", false}}}};
 }
 
 void E2b::Control(api::Request& req, api::Responder& res) {
@@ -152,10 +161,24 @@ void E2b::CreateSandbox(api::Request& req, api::Responder& res) {
     c.runtime = *kind;
   }
 
+  // E2B serves every port of a sandbox publicly unless the create says
+  // network.allowPublicTraffic: false; then none is open until /v1 opens one with a token.
+  bool public_ports = true;
+  if (auto net = body->find("network"); net != body->end() && net->is_object()) {
+    auto allow = api::GetBool(*net, "allowPublicTraffic", true);
+    if (!allow.ok()) return SendControlError(res, allow.status());
+    public_ports = *allow;
+  }
+
   auto created = node_->lifecycle().Create(c);
   if (!created.ok()) return SendControlError(res, created.status());
   auto& [rec, op] = *created;
   if (Status st = WaitDone(node_, req.team, op); !st.ok()) return SendControlError(res, st);
+  if (public_ports) {
+    if (auto opened = node_->ports().Open(req.team, rec.id, 0, true, false); !opened.ok()) {
+      return SendControlError(res, opened.status());
+    }
+  }
   auto sbx = node_->lifecycle().Get(req.team, rec.id);
   if (!sbx.ok()) return SendControlError(res, sbx.status());
   res.SendJson(201, SandboxJson(*sbx));

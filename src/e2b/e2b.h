@@ -86,6 +86,7 @@ class E2b {
   void PauseSandbox(api::Request& req, api::Responder& res, const std::string& id);
   void Metrics(api::Request& req, api::Responder& res, const std::string& id);
   nlohmann::json SandboxJson(const store::Sandbox& r) const;
+  std::string PreviewDomain() const;
 
   // envd (envd_process.cc, envd_filesystem.cc, envd_files.cc).
   void Envd(api::Request& req, api::Responder& res, const Target& t);

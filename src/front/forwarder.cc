@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "common/byte_relay.h"
 #include "common/clock.h"
 #include "common/datagram.h"
 #include "common/log.h"
@@ -95,6 +96,12 @@ void Forwarder::Handle(api::Request& req, api::Responder& res) {
     if (!HopByHop(name)) out.set(name, value);
   }
   out.keep_alive(true);
+  // An upgrade (a WebSocket to a preview port) keeps its headers: the node's ingress hands
+  // them to the sandbox's server, which answers the upgrade itself.
+  if (auto up = req.headers.find("upgrade"); up != req.headers.end()) {
+    out.set(http::field::upgrade, up->second);
+    out.set(http::field::connection, "upgrade");
+  }
   out.body() = std::move(req.body);
   out.prepare_payload();
 
@@ -128,6 +135,7 @@ void Forwarder::Handle(api::Request& req, api::Responder& res) {
   }
   const auto& msg = head->get();
   const int status = static_cast<int>(msg.result_int());
+  if (status == 101 && msg[http::field::upgrade] == api::kIngressUpgrade) return Relay(res, *node, buffer);
   const std::string content_type(msg[http::field::content_type]);
   const bool stream = !head->is_done() && head->need_eof();
   const bool keep = msg.keep_alive() && !stream;
@@ -159,6 +167,16 @@ void Forwarder::Handle(api::Request& req, api::Responder& res) {
     if (n > 0 && !res.Write(std::string_view(buf, n)).ok()) return;
     if (ec) return;
   }
+}
+
+void Forwarder::Relay(api::Responder& res, NodeStream& node, beast::flat_buffer& buffer) {
+  // From here the node's bytes are the sandbox server's, whatever protocol they are; the
+  // client's go back to the node as they come. Neither side's HTTP is parsed again here.
+  Result<api::Responder::RawConnection> client = res.TakeConnection();
+  if (!client.ok()) return;
+  std::string from_node = beast::buffers_to_string(buffer.data());
+  buffer.consume(buffer.size());
+  RelayBytes(client->fd, node.native_handle(), client->leftover, from_node, kRelayIdleMs);
 }
 
 }  // namespace space::front

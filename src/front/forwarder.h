@@ -17,6 +17,7 @@
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 
 #include "common/result.h"
 #include "http/http.h"
@@ -28,6 +29,8 @@ namespace space::front {
 inline constexpr size_t kMaxRelayedBodyBytes = size_t{1} << 30;
 inline constexpr size_t kMaxIdle = 64;
 inline constexpr int64_t kIdleKeepNs = 20'000'000'000;
+// A preview connection with no bytes either way for this long is closed.
+inline constexpr int kRelayIdleMs = 600'000;
 
 class Forwarder {
  public:
@@ -45,6 +48,9 @@ class Forwarder {
 
   // A new stream to the node: one end of a fresh socketpair, the other end sent to the node.
   Result<std::unique_ptr<NodeStream>> Connect();
+  // The node answered a preview request with its ingress upgrade: relays raw bytes between
+  // the client and the node until both are done.
+  void Relay(api::Responder& res, NodeStream& node, boost::beast::flat_buffer& buffer);
   std::unique_ptr<NodeStream> TakeIdle();  // null when none is kept
   void PutIdle(std::unique_ptr<NodeStream> stream);
 

@@ -175,6 +175,8 @@ void GuestDaemon::Dispatch(const Watch& w, uint32_t events) {
       if (it != dir_watches_.end()) it->second.watch->ReadEvents();
       return;
     }
+    case Source::kTcp:
+      return TcpEvent(w.stream, events);
   }
 }
 
@@ -243,6 +245,14 @@ void GuestDaemon::HandleFrame(Frame& f) {
       return GrowDisk(f);
     case FrameType::kLimitsQuery:
       return ReportLimits(f);
+    case FrameType::kTcpOpen:
+      return OpenTcp(f);
+    case FrameType::kTcpData:
+      return TcpFromNode(f);
+    case FrameType::kTcpAck:
+      return TcpAckFromNode(f);
+    case FrameType::kTcpClose:
+      return CloseTcp(f.stream, false);
     default:
       LogWarn(kLog, "ignoring frame of type " + std::to_string(static_cast<int>(f.type)) + " on " +
                         StreamName(f.stream));
@@ -361,12 +371,14 @@ void GuestDaemon::UpdateBackpressure() {
       RemoveWatch(p.out);
       RemoveWatch(p.err);
     }
+    for (auto& [stream, t] : tcp_) TcpInterest(stream, t);
   } else if (paused_ && outbox_bytes_ < kOutboxLow) {
     paused_ = false;
     for (auto& [stream, p] : processes_) {
       if (p.out.fd) p.out.token = AddWatch(p.out.fd.get(), EPOLLIN, Source::kStdout, stream);
       if (p.err.fd) p.err.token = AddWatch(p.err.fd.get(), EPOLLIN, Source::kStderr, stream);
     }
+    for (auto& [stream, t] : tcp_) TcpInterest(stream, t);
   }
 }
 
@@ -375,7 +387,8 @@ bool GuestDaemon::CanOpenStream(uint32_t stream, std::string_view what) {
     LogWarn(kLog, "ignoring " + std::string(what) + " on stream 0");
     return false;
   }
-  if (processes_.count(stream) || uploads_.count(stream) || downloads_.count(stream) || dir_watches_.count(stream)) {
+  if (processes_.count(stream) || uploads_.count(stream) || downloads_.count(stream) || dir_watches_.count(stream) ||
+      tcp_.count(stream)) {
     LogWarn(kLog, "ignoring " + std::string(what) + " on busy " + StreamName(stream));
     return false;
   }

@@ -1,7 +1,8 @@
 // GuestDaemon: spaced's single-threaded epoll loop serving the node over the channel.
 //
-// Owns the channel, every process it started (with their pipes or pty), every file stream
-// and every directory watch (inotify).
+// Owns the channel, every process it started (with their pipes or pty), every file stream,
+// every directory watch (inotify) and every tcp relay (a connection to one of the sandbox's
+// own loopback ports, tcp_relay.cc).
 // Watches the channel, child output pipes, child stdin pipes with pending input, a
 // signalfd for SIGCHLD and a timerfd for exec deadlines and exit grace periods. As PID 1
 // it reaps every zombie in the sandbox, ours or orphaned. Output to the node goes through
@@ -41,7 +42,7 @@ class GuestDaemon {
   Status Run();
 
  private:
-  enum class Source : uint8_t { kChannel, kSignal, kTimer, kStdout, kStderr, kStdin, kInotify };
+  enum class Source : uint8_t { kChannel, kSignal, kTimer, kStdout, kStderr, kStdin, kInotify, kTcp };
   struct Watch {
     Source source;
     uint32_t stream;
@@ -75,6 +76,19 @@ class GuestDaemon {
   struct Download {
     UniqueFd fd;
     std::string path;
+  };
+  // A connection to a loopback port of the sandbox, relayed to the node (kTcp* frames).
+  struct TcpRelay {
+    UniqueFd sock;
+    uint64_t token = 0;   // epoll registration, 0 while it wants no events
+    uint32_t events = 0;  // what it is registered for
+    bool connecting = true;
+    bool sock_eof = false;  // the socket read its end; sent to the node as an empty kTcpData
+    bool node_eof = false;  // the node's empty kTcpData: shut down writing once flushed
+    bool shut_wr = false;
+    std::string to_sock;     // from the node, not yet written (bounded by kTcpWindow)
+    uint32_t in_flight = 0;  // sent to the node, not yet acknowledged
+    uint32_t written = 0;    // written to the socket since the last ack we sent
   };
 
   GuestDaemon(UniqueFd channel, ExecContext ctx);
@@ -126,6 +140,19 @@ class GuestDaemon {
   void ReceiveUploadChunk(const Frame& f);
   void PumpDownloads();
 
+  // Tcp relays (tcp_relay.cc).
+  void OpenTcp(const Frame& f);
+  void TcpFromNode(const Frame& f);
+  void TcpAckFromNode(const Frame& f);
+  void TcpEvent(uint32_t stream, uint32_t events);
+  void TcpConnected(uint32_t stream, TcpRelay& t);
+  void TcpRead(uint32_t stream, TcpRelay& t);
+  void TcpWrite(uint32_t stream, TcpRelay& t);
+  // Registers for what the relay can use now: nothing while the node's window is full or
+  // output is paused, so a full peer is never polled in a loop.
+  void TcpInterest(uint32_t stream, TcpRelay& t);
+  void CloseTcp(uint32_t stream, bool tell_node);
+
   // Directory watches.
   void StartWatch(const Frame& f);
   void StopWatch(uint32_t stream);
@@ -155,6 +182,7 @@ class GuestDaemon {
   std::map<uint32_t, std::unique_ptr<FileWriter>> uploads_;
   std::map<uint32_t, Download> downloads_;
   std::map<uint32_t, DirStream> dir_watches_;
+  std::map<uint32_t, TcpRelay> tcp_;
   WatchBudget watch_budget_{0, kMaxWatchesPerSandbox};
 
   bool done_ = false;

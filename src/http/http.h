@@ -42,6 +42,16 @@ class Responder {
   // Writes stream bytes; fails once the client went away.
   virtual Status Write(std::string_view data) = 0;
 
+  // Hands the connection itself to the handler, for a protocol that is no longer HTTP from
+  // here (a preview port's relay): the descriptor (still owned by the server, which closes it
+  // once the handler returns) and the bytes the server read past this request. Counts as the
+  // response: nothing else may be sent, and the connection is not kept alive.
+  struct RawConnection {
+    int fd = -1;
+    std::string leftover;
+  };
+  virtual Result<RawConnection> TakeConnection() { return Internal("this connection cannot be taken over"); }
+
   // Invalid UTF-8 from a sandbox is replaced (U+FFFD), never a reason to fail the response.
   void SendJson(int status, const nlohmann::json& body) {
     Send(status, "application/json", body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -2,6 +2,7 @@
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
@@ -41,6 +42,7 @@ class TimedSocket {
   TimedSocket(Stream& socket, int write_stall_timeout_ms)
       : socket_(socket), write_stall_timeout_ms_(write_stall_timeout_ms) {}
 
+  int native_handle() { return socket_.native_handle(); }
   // Reads fail once the monotonic clock passes `mono_ns`.
   void set_read_deadline(int64_t mono_ns) { read_deadline_ns_ = mono_ns; }
 
@@ -98,7 +100,8 @@ class TimedSocket {
 // Responder over a synchronous Beast socket.
 class BeastResponder : public Responder {
  public:
-  BeastResponder(TimedSocket& socket, bool keep_alive) : socket_(socket), keep_alive_(keep_alive) {}
+  BeastResponder(TimedSocket& socket, bool keep_alive, beast::flat_buffer* buffer = nullptr)
+      : socket_(socket), keep_alive_(keep_alive), buffer_(buffer) {}
 
   void Send(int status, std::string_view content_type, std::string body) override {
     http::response<http::string_body> res{static_cast<http::status>(status), 11};
@@ -133,12 +136,26 @@ class BeastResponder : public Responder {
     return Status::Ok();
   }
 
+  Result<RawConnection> TakeConnection() override {
+    if (sent_) return Internal("a response was sent already");
+    sent_ = true;
+    keep_alive_ = false;
+    RawConnection raw;
+    raw.fd = socket_.native_handle();
+    if (buffer_ != nullptr) {
+      raw.leftover = beast::buffers_to_string(buffer_->data());
+      buffer_->consume(buffer_->size());
+    }
+    return raw;
+  }
+
   bool sent() const { return sent_; }
   bool keep_alive() const { return keep_alive_; }
 
  private:
   TimedSocket& socket_;
   bool keep_alive_;
+  beast::flat_buffer* const buffer_;
   bool sent_ = false;
 };
 
@@ -406,7 +423,7 @@ void HttpServer::Serve(Stream& socket) {
     }
     req.body = std::move(msg.body());
     req.target = std::string(msg.target());
-    BeastResponder responder(timed, msg.keep_alive());
+    BeastResponder responder(timed, msg.keep_alive(), &buffer);
     if (Status st = ParseTarget(msg.target(), &req); !st.ok()) {
       responder.SendError(st);
     } else {

@@ -34,6 +34,9 @@ using Handler = std::function<void(Request&, Responder&)>;
 // The channel over which an API front (front/front.h) hands the node its connections: one
 // datagram per connection, one byte and the connection's descriptor.
 inline constexpr DatagramLimits kConnectionChannelLimits{16, 1, "API front channel"};
+// The node answers a preview request to its front with `101` and `Upgrade: <this>`: the rest
+// of the connection is the sandbox server's bytes, relayed raw both ways (ingress/ingress.h).
+inline constexpr char kIngressUpgrade[] = "space-ingress";
 
 struct HttpServerConfig {
   std::string address = "127.0.0.1";

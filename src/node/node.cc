@@ -197,6 +197,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
       [io = node->io_.get()](const store::Sandbox& rec, const TemplateConfig& config, nlohmann::json* steps) {
         return StartTemplateCommands(io, rec, config, steps);
       });
+  node->ports_ = std::make_unique<Ports>(store, &node->live_, node->audit_.get(), node->lifecycle_.get(), config.ports);
   node->template_builds_ = std::make_unique<TemplateBuilds>(
       TemplateBuilds::Deps{.pool = node->pool_.get(),
                            .lifecycle = node->lifecycle_.get(),

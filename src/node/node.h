@@ -7,6 +7,7 @@
 //   credentials()  credentials (sealed secrets) and egress profiles
 //   metrics()      resource samples and the limits the kernel enforced
 //   templates()    the root filesystems sandboxes are cloned from
+//   ports()        preview ports: URLs that reach a port inside a sandbox
 //   audit()        who did what to which sandbox
 //
 // and what they share: the store, the pool, the runtimes, the table of live sandboxes, the
@@ -33,6 +34,7 @@
 #include "node/lifecycle.h"
 #include "node/live_sandboxes.h"
 #include "node/operations.h"
+#include "node/ports.h"
 #include "node/runtimes.h"
 #include "node/sandbox_io.h"
 #include "node/sandbox_metrics.h"
@@ -83,6 +85,8 @@ struct NodeConfig {
   std::map<std::string, int> warm_pool;
   // vm runtime accelerator: "auto", "kvm" or "tcg" (runtime/vm/kvm_probe.h).
   std::string vm_accel = "auto";
+  // Preview ports (node/ports.h): the domain and limits; the listen port is set once bound.
+  PortsConfig ports;
 };
 
 class Node {
@@ -99,6 +103,7 @@ class Node {
   Templates& templates() { return *templates_; }
   TemplateBuilds& template_builds() { return *template_builds_; }
   AuditLog& audit() { return *audit_; }
+  Ports& ports() { return *ports_; }
 
   store::Store* store() { return store_; }
   std::string pool_kind() const { return pool_->kind(); }
@@ -143,6 +148,7 @@ class Node {
   std::unique_ptr<Templates> templates_;
   std::unique_ptr<Lifecycle> lifecycle_;
   std::unique_ptr<TemplateBuilds> template_builds_;
+  std::unique_ptr<Ports> ports_;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -71,6 +71,19 @@ Result<uint64_t> ParseGrowDisk(const Frame& frame) {
   return v;
 }
 
+std::string EncodeTcpAck(uint32_t bytes) {
+  std::string payload(4, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>((bytes >> (8 * i)) & 0xff);
+  return payload;
+}
+
+Result<uint32_t> ParseTcpAck(std::string_view payload) {
+  if (payload.size() != 4) return InvalidArgument("tcp ack: " + std::to_string(payload.size()) + " bytes, want 4");
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(payload[i])) << (8 * i);
+  return v;
+}
+
 Status ValidateReseed(const Frame& frame) {
   if (frame.type != FrameType::kReseed || frame.stream != 0) {
     return InvalidArgument("reseed frame: must be kReseed on stream 0");

@@ -31,6 +31,14 @@
 //          kFileResult{"size":n,...} is followed by kFileData(raw)* and an empty kFileData.
 //   net:   node kNetConfig{json} -> guest kNetConfigured{} | kError{json} (vm guests only:
 //          spaced as PID 1 of a microVM configures its NIC; see guest/vm_net.h)
+//   tcp:   node kTcpOpen{"port":n} -> guest kTcpOpened{} | kError{json}: spaced connects to
+//          that port on the sandbox's own loopback (127.0.0.1, then ::1) and relays bytes.
+//          Both ways kTcpData(raw)*; an empty kTcpData is that side's end of data (the
+//          guest shuts down its socket's write side; the node's client half-closed). Each
+//          side sends at most kTcpWindow bytes the other has not yet acknowledged with
+//          kTcpAck{u32 LE bytes consumed}; more is a protocol violation that ends the stream.
+//          kTcpClose (either way, empty) ends the stream at once; the guest sends it when
+//          its socket has closed both ways or failed, and forgets the stream.
 //   conn:  guest kHello{"version":1} first; node kPing -> guest kPong (same payload).
 //          After a vm restore the node sends kReseed(host randomness) and then kPing: the guest
 //          handles frames in order, so its pong means the kernel RNG was reseeded before any
@@ -63,6 +71,10 @@ inline constexpr size_t kMaxWatchesPerSandbox = 8192;
 // Events per kWatchEvents frame, and events a stream may queue while the node is slow.
 inline constexpr size_t kMaxWatchBatch = 128;
 inline constexpr size_t kMaxWatchQueue = 4096;
+// Unacknowledged kTcpData bytes a sender may have in flight on one tcp stream, and tcp
+// streams a guest keeps open at once (more is kResourceExhausted).
+inline constexpr uint32_t kTcpWindow = 512 * 1024;
+inline constexpr size_t kMaxTcpStreams = 256;
 
 enum class FrameType : uint8_t {
   kHello = 1,           // guest -> node, stream 0, {"version":1}
@@ -93,6 +105,11 @@ enum class FrameType : uint8_t {
   kGrowDisk = 52,       // node -> guest, stream 0, 8 bytes LE: the disk's new size (see EncodeGrowDisk)
   kLimitsQuery = 53,    // node -> guest, new stream, empty: what limits has the guest's kernel seen?
   kLimits = 54,         // guest -> node, {"oom_kills", "disk_total", "disk_avail"} (vm guests only)
+  kTcpOpen = 60,        // node -> guest, new stream, {"port": 1..65535}
+  kTcpOpened = 61,      // guest -> node, {}: connected
+  kTcpData = 62,        // both ways, raw bytes; empty: this side's end of data
+  kTcpAck = 63,         // both ways, 4 bytes LE: bytes of kTcpData consumed since the last ack
+  kTcpClose = 64,       // both ways, empty: the stream is over
 };
 
 // kExecStart JSON:
@@ -188,6 +205,10 @@ class FrameParser {
 // Blocking helpers over a socket fd. WriteFrame sends header+payload with one writev-like
 // call sequence; callers serialize concurrent writers. ReadFrame fails on EOF, a bad
 // header, or an oversized frame.
+// A kTcpAck payload for `bytes`, and its inverse (invalid_argument unless exactly 4 bytes).
+std::string EncodeTcpAck(uint32_t bytes);
+Result<uint32_t> ParseTcpAck(std::string_view payload);
+
 Status WriteFrame(int fd, FrameType type, uint32_t stream, std::string_view payload);
 Result<Frame> ReadFrame(int fd);
 

@@ -152,5 +152,15 @@ TEST(FrameIoTest, WriteThenReadOverSocket) {
   EXPECT_FALSE(ReadFrame(b.get()).ok());
 }
 
+TEST(TcpAckTest, RoundTripsAndRefusesOtherSizes) {
+  for (uint32_t v : {0u, 1u, 65536u, kTcpWindow, 0xffffffffu}) {
+    Result<uint32_t> back = ParseTcpAck(EncodeTcpAck(v));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, v);
+  }
+  EXPECT_FALSE(ParseTcpAck("").ok());
+  EXPECT_FALSE(ParseTcpAck("12345").ok());
+}
+
 }  // namespace
 }  // namespace space::guest

@@ -152,6 +152,19 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_state ON jobs (state, lease_until_ms);
 CREATE INDEX sandboxes_node ON sandboxes (node, state);
 )sql",
+    // 6: preview ports.
+    R"sql(
+CREATE TABLE ports (
+  sandbox TEXT COLLATE "C" NOT NULL,
+  port BIGINT NOT NULL,
+  team TEXT NOT NULL,
+  is_public BIGINT NOT NULL,
+  auto_resume BIGINT NOT NULL,
+  token_sha256 TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (sandbox, port)
+);
+)sql",
 };
 
 }  // namespace space::store

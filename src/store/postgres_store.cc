@@ -108,6 +108,17 @@ constexpr Statement kListSandboxCredentials{
     "list_sandbox_credentials",
     "SELECT sandbox, name, placeholder FROM sandbox_credentials WHERE sandbox = $1 ORDER BY name"};
 
+constexpr Statement kPutPort{
+    "put_port",
+    "INSERT INTO ports (sandbox, port, team, is_public, auto_resume, token_sha256, created_at_ms) "
+    "VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (sandbox, port) DO UPDATE SET is_public = excluded.is_public, "
+    "auto_resume = excluded.auto_resume, token_sha256 = excluded.token_sha256, created_at_ms = excluded.created_at_ms"};
+constexpr Statement kListPorts{
+    "list_ports",
+    "SELECT sandbox, port, team, is_public, auto_resume, token_sha256, created_at_ms FROM ports "
+    "WHERE sandbox = $1 ORDER BY port"};
+constexpr Statement kDeletePort{"delete_port", "DELETE FROM ports WHERE sandbox = $1 AND port = $2"};
+
 constexpr Statement kPutOperation{
     "put_operation",
     "INSERT INTO operations (" OPERATION_COLS
@@ -387,6 +398,26 @@ class PostgresStore : public Store {
     return ReadAll<SandboxCredentialRecord>(rows, [](const PgRows& s, int i) {
       return SandboxCredentialRecord{s.Text(i, 0), s.Text(i, 1), s.Text(i, 2)};
     });
+  }
+
+  Status PutPort(const PortRecord& r) override {
+    return Exec(
+        "PutPort", kPutPort,
+        {r.sandbox, r.port, r.team, int64_t{r.is_public}, int64_t{r.auto_resume}, r.token_sha256, r.created_at_ms});
+  }
+
+  Result<std::vector<PortRecord>> ListPorts(const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListPorts", kListPorts, {sandbox}));
+    return ReadAll<PortRecord>(rows, [](const PgRows& s, int i) {
+      return PortRecord{s.Text(i, 0),     s.Int(i, 1),  s.Text(i, 2), s.Int(i, 3) != 0,
+                        s.Int(i, 4) != 0, s.Text(i, 5), s.Int(i, 6)};
+    });
+  }
+
+  Status DeletePort(const std::string& sandbox, int64_t port) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("DeletePort", kDeletePort, {sandbox, port}));
+    if (rows.affected() == 0) return NotFound("port " + std::to_string(port) + " is not open");
+    return Status::Ok();
   }
 
   Status PutOperation(const OperationRecord& r) override {

@@ -338,6 +338,38 @@ class SqliteStore : public Store {
     return out;
   }
 
+  Status PutPort(const PortRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked(
+        "INSERT INTO ports (sandbox, port, team, is_public, auto_resume, token_sha256, created_at_ms) "
+        "VALUES (?,?,?,?,?,?,?) ON CONFLICT (sandbox, port) DO UPDATE SET is_public = excluded.is_public, "
+        "auto_resume = excluded.auto_resume, token_sha256 = excluded.token_sha256, created_at_ms = "
+        "excluded.created_at_ms",
+        {r.sandbox, r.port, r.team, int64_t{r.is_public}, int64_t{r.auto_resume}, r.token_sha256, r.created_at_ms});
+  }
+
+  Result<std::vector<PortRecord>> ListPorts(const std::string& sandbox) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_,
+           "SELECT sandbox, port, team, is_public, auto_resume, token_sha256, created_at_ms FROM ports "
+           "WHERE sandbox = ? ORDER BY port");
+    RETURN_IF_ERROR(s.Bind({sandbox}));
+    std::vector<PortRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Int(1), s.Text(2), s.Int(3) != 0, s.Int(4) != 0, s.Text(5), s.Int(6)});
+    }
+    return out;
+  }
+
+  Status DeletePort(const std::string& sandbox, int64_t port) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked("DELETE FROM ports WHERE sandbox = ? AND port = ?", {sandbox, port}));
+    if (sqlite3_changes(db_) == 0) return NotFound("port " + std::to_string(port) + " is not open");
+    return Status::Ok();
+  }
+
   Status PutOperation(const OperationRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
     return RunLocked(

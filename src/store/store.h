@@ -46,6 +46,19 @@ struct SandboxRecord {
   std::string policy_json = "{}";  // rolling snapshots: {"every_s", "keep", "max_age_s"}
 };
 
+// An opened preview port of a sandbox (api: /v1/sandboxes/{id}/ports). Port 0 opens every
+// port (what an E2B create asks for: E2B sandboxes serve any port publicly). The token is
+// stored as SHA-256 hex only, like an API key.
+struct PortRecord {
+  std::string sandbox;
+  int64_t port = 0;
+  std::string team;
+  bool is_public = false;
+  bool auto_resume = false;
+  std::string token_sha256;  // "" for a public port
+  int64_t created_at_ms = 0;
+};
+
 struct SnapshotRecord {
   std::string id;
   std::string team;
@@ -191,6 +204,10 @@ class Store {
 
   virtual Status PutSandboxCredential(const SandboxCredentialRecord& r) = 0;
   virtual Result<std::vector<SandboxCredentialRecord>> ListSandboxCredentials(const std::string& sandbox) = 0;
+
+  virtual Status PutPort(const PortRecord& r) = 0;                                    // insert or replace
+  virtual Result<std::vector<PortRecord>> ListPorts(const std::string& sandbox) = 0;  // by port
+  virtual Status DeletePort(const std::string& sandbox, int64_t port) = 0;            // not_found
 
   virtual Status PutOperation(const OperationRecord& r) = 0;
   virtual Result<OperationRecord> GetOperation(const std::string& id) = 0;

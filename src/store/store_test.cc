@@ -321,6 +321,26 @@ TEST_P(StoreTest, CredentialsProfilesArePerTeam) {
   EXPECT_EQ((*sc)[0].placeholder, "space-cred-y");
 }
 
+TEST_P(StoreTest, PortsPutListDelete) {
+  ASSERT_TRUE(store_->PutPort({"sbx_a", 8000, "t1", false, false, std::string(64, 'a'), 5}).ok());
+  ASSERT_TRUE(store_->PutPort({"sbx_a", 3000, "t1", true, true, "", 6}).ok());
+  ASSERT_TRUE(store_->PutPort({"sbx_a", 8000, "t1", false, false, std::string(64, 'b'), 7}).ok());  // replaced
+  ASSERT_TRUE(store_->PutPort({"sbx_b", 8000, "t2", true, false, "", 8}).ok());
+  auto ports = store_->ListPorts("sbx_a");
+  ASSERT_TRUE(ports.ok()) << ports.status().ToString();
+  ASSERT_EQ(ports->size(), 2u);
+  EXPECT_EQ((*ports)[0].port, 3000);
+  EXPECT_TRUE((*ports)[0].is_public);
+  EXPECT_TRUE((*ports)[0].auto_resume);
+  EXPECT_EQ((*ports)[1].port, 8000);
+  EXPECT_EQ((*ports)[1].token_sha256, std::string(64, 'b'));
+  EXPECT_EQ((*ports)[1].created_at_ms, 7);
+  ASSERT_TRUE(store_->DeletePort("sbx_a", 8000).ok());
+  EXPECT_EQ(store_->DeletePort("sbx_a", 8000).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListPorts("sbx_a")->size(), 1u);
+  EXPECT_EQ(store_->ListPorts("sbx_b")->size(), 1u);
+}
+
 TEST_P(StoreTest, NodesHeartbeatDrainAndLoss) {
   NodeRecord a{"node-a", "http://10.0.0.1:7722", NodeState::kReady, 100, 3, {"base"}, 1000, 900};
   NodeRecord b{"node-b", "http://10.0.0.2:7722", NodeState::kReady, 50, 0, {}, 1000, 900};

@@ -3,6 +3,7 @@
 // line per step with its wall time; exits non-zero at the first failed check.
 // E2E_RUNTIME=vm runs every sandbox on the vm runtime (metadata `space.runtime`, docs/e2b.md).
 import assert from 'node:assert/strict'
+import http from 'node:http'
 import { step, steps } from './steps.mjs'
 import { Sandbox, CommandExitError } from 'e2b'
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
@@ -180,6 +181,29 @@ await step('getMetrics reports live cgroup figures', async () => {
   assert.equal(m.memTotal, 512 * 1024 * 1024)
   assert.ok(m.cpuCount >= 1 && m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100, JSON.stringify(m))
   assert.ok(m.diskTotal > 0 && m.diskUsed >= 0, JSON.stringify(m))
+})
+
+await step('getHost reaches a server started in the sandbox', async () => {
+  const server = await sbx.commands.run('cd /home/user/e2e && python3 -m http.server 8080 --bind 127.0.0.1', { background: true })
+  const host = sbx.getHost(8080)
+  assert.match(host, /^8080-sbx_[A-Za-z0-9]+\.localhost:\d+$/)
+  // Browsers resolve *.localhost to loopback themselves; Node asks the system resolver, which
+  // here does not, so the lookup is the browser's. The Host header is what the URL says.
+  const get = () => new Promise((resolve, reject) => {
+    const loopback = (h, o, cb) => (o && o.all ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4))
+    http.get(new URL(`http://${host}/sub/renamed.txt`), { lookup: loopback }, (res) => {
+      let body = ''
+      res.on('data', (d) => { body += d })
+      res.on('end', () => resolve({ status: res.statusCode, body }))
+    }).on('error', reject)
+  })
+  let got
+  await until('the server answers through getHost', async () => {
+    got = await get()
+    return got.status === 200
+  }, 60000)
+  assert.equal(got.body, 'hello filemore\n')
+  await sbx.commands.kill(server.pid)
 })
 
 await step('pause', async () => {

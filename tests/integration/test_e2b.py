@@ -120,7 +120,7 @@ class E2bSdkTest(unittest.TestCase):
         self.assertEqual(st, 401)
 
     def test_sdk_flow(self):
-        self.assertEqual(len(self.run_e2e()["steps"]), 16)
+        self.assertEqual(len(self.run_e2e()["steps"]), 17)
 
     def test_sdk_flow_on_vm(self):
         # The same flow with metadata space.runtime=vm: every sandbox is a QEMU guest (TCG
@@ -128,7 +128,7 @@ class E2bSdkTest(unittest.TestCase):
         # vm create of base makes its disk image and template checkpoint: done here over /v1,
         # which waits as long as that takes, so the SDK's create does not race its 60 s limit.
         self.s.json("DELETE", "/v1/sandboxes/%s?wait=true" % self.s.create(template="base", runtime="vm"))
-        self.assertEqual(len(self.run_e2e("vm")["steps"]), 17)
+        self.assertEqual(len(self.run_e2e("vm")["steps"]), 18)
         st, body = self.s.json("POST", "/v2/sandboxes", {"templateID": "base", "metadata": {"space.runtime": "xen"}},
                                headers={"X-API-KEY": self.s.key})
         self.assertEqual((st, body["code"]), (400, 400), body)

@@ -842,6 +842,148 @@ def _(ctx):
     return alive(ctx) and all(200 not in o for o in outs), "statuses %s (control %s)" % (outs, control)
 
 
+# ---------------------------------------------------------------------------------------------
+# Ingress (preview ports, docs/ports.md). Sandbox b serves `python3 -m http.server` on 8000
+# (its directory listing says "Directory listing for"); sandbox a serves a page of its own.
+
+A_MARKER = "A-ONLY-" + secrets.token_hex(6)
+LISTING = b"Directory listing for"
+
+
+def preview_host(ctx, sid, port):
+    label = sid.lower().replace("_", "-")
+    return "%d-%s.localhost:%d" % (port, label, ctx.api_port)
+
+
+def preview_get(ctx, host, extra=b"", path=b"/"):
+    return raw_request(ctx, b"GET " + path + b" HTTP/1.1\r\nHost: " + host.encode() + b"\r\nConnection: close\r\n" +
+                       extra + b"\r\n")
+
+
+def open_port(ctx, sid, port, public=False):
+    st, d = ctx.json("POST", "/v1/sandboxes/%s/ports" % sid, {"port": port, "public": public})
+    if st != 201:
+        raise RuntimeError("open port: %s %s" % (st, d))
+    return d
+
+
+def close_port(ctx, sid, port):
+    ctx.call("DELETE", "/v1/sandboxes/%s/ports/%d" % (sid, port))
+
+
+def serve_a(ctx):
+    """Sandbox a serves A_MARKER on 8001 (once)."""
+    if getattr(ctx, "a_serving", False):
+        return
+    ctx.put_file(ctx.a, "/srv/a/index.html", A_MARKER.encode())
+    ctx.sh(ctx.a, "cd /srv/a && (nohup python3 -m http.server 8001 >/dev/null 2>&1 &) ; "
+                  "for i in $(seq 50); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8001))' "
+                  "2>/dev/null && break; sleep 0.1; done")
+    ctx.a_serving = True
+
+
+@attempt("ingress.token_of_another_sandbox")
+def _(ctx):
+    serve_a(ctx)
+    pa, pb = open_port(ctx, ctx.a, 8001), open_port(ctx, ctx.b, 8000)
+    try:
+        hb = preview_host(ctx, ctx.b, 8000)
+        # a's token on b's port: in the header, as the cookie, and as ?token=.
+        outs = [preview_get(ctx, hb, b"X-Space-Port-Token: " + pa["token"].encode() + b"\r\n"),
+                preview_get(ctx, hb, b"Cookie: space_port_token=" + pa["token"].encode() + b"\r\n"),
+                preview_get(ctx, hb, path=b"/?token=" + pa["token"].encode())]
+        control = preview_get(ctx, hb, b"X-Space-Port-Token: " + pb["token"].encode() + b"\r\n")
+        if LISTING not in control:
+            return None, "control: b's own token got %s" % statuses(control)
+        return all(LISTING not in o and statuses(o)[:1] == [401] for o in outs), \
+            "statuses %s (control %s)" % ([statuses(o) for o in outs], statuses(control))
+    finally:
+        close_port(ctx, ctx.a, 8001)
+        close_port(ctx, ctx.b, 8000)
+
+
+@attempt("ingress.port_not_opened")
+def _(ctx):
+    hb = preview_host(ctx, ctx.b, 8000)
+    before = preview_get(ctx, hb)
+    open_port(ctx, ctx.b, 8000, public=True)
+    try:
+        control = preview_get(ctx, hb)
+    finally:
+        close_port(ctx, ctx.b, 8000)
+    after = preview_get(ctx, hb)
+    if LISTING not in control:
+        return None, "control: the opened port got %s" % statuses(control)
+    return statuses(before)[:1] == [404] and statuses(after)[:1] == [404] and LISTING not in before + after, \
+        "not opened %s, closed again %s (opened: %s)" % (statuses(before), statuses(after), statuses(control))
+
+
+@attempt("ingress.host_header_tricks")
+def _(ctx):
+    open_port(ctx, ctx.b, 8000)  # private: only its token opens it
+    try:
+        hb = preview_host(ctx, ctx.b, 8000)
+        label = hb.split(".", 1)[0]
+        key = b"Authorization: Bearer " + ctx.s.key.encode() + b"\r\n"
+        tricks = [
+            b"GET / HTTP/1.1\r\nHost: " + label.encode() + b".localhost.evil.example\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-Host: " + hb.encode() + b"\r\n" + key + b"\r\n",
+            b"GET http://" + hb.encode() + b"/ HTTP/1.1\r\nHost: 127.0.0.1\r\n" + key + b"\r\n",
+            b"GET / HTTP/1.1\r\nHost: " + hb.encode() + b"\r\nHost: 127.0.0.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: " + hb.upper().encode() + b"\r\n\r\n",  # case folding grants nothing
+            b"GET / HTTP/1.1\r\nHost: 8000-" + label.split("-", 1)[1].encode() + b"-x.localhost\r\n\r\n",
+        ]
+        outs = [raw_request(ctx, t) for t in tricks]
+        pb = open_port(ctx, ctx.b, 8000)
+        control = preview_get(ctx, hb, b"X-Space-Port-Token: " + pb["token"].encode() + b"\r\n")
+        if LISTING not in control:
+            return None, "control: the right host and token got %s" % statuses(control)
+        return alive(ctx) and all(LISTING not in o for o in outs), "statuses %s" % [statuses(o) for o in outs]
+    finally:
+        close_port(ctx, ctx.b, 8000)
+
+
+@attempt("ingress.request_smuggling")
+def _(ctx):
+    serve_a(ctx)
+    open_port(ctx, ctx.a, 8001)  # private: b's public port must not become a way in
+    open_port(ctx, ctx.b, 8000, public=True)
+    try:
+        hb, ha = preview_host(ctx, ctx.b, 8000), preview_host(ctx, ctx.a, 8001)
+        hidden = b"GET / HTTP/1.1\r\nHost: " + ha.encode() + b"\r\n\r\n"
+        outs = [
+            # Ambiguous framing: refused before any sandbox sees it.
+            raw_request(ctx, b"POST / HTTP/1.1\r\nHost: " + hb.encode() + b"\r\nContent-Length: " +
+                        str(len(hidden) + 5).encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + hidden),
+            # Pipelined behind a request to b: it can only ever reach b's server.
+            raw_request(ctx, b"GET / HTTP/1.1\r\nHost: " + hb.encode() + b"\r\n\r\n" + hidden),
+        ]
+        pa = open_port(ctx, ctx.a, 8001)
+        control = preview_get(ctx, ha, b"X-Space-Port-Token: " + pa["token"].encode() + b"\r\n")
+        if A_MARKER.encode() not in control:
+            return None, "control: a's port with its token got %s" % statuses(control)
+        return all(A_MARKER.encode() not in o for o in outs), "statuses %s" % [statuses(o) for o in outs]
+    finally:
+        close_port(ctx, ctx.a, 8001)
+        close_port(ctx, ctx.b, 8000)
+
+
+@attempt("ingress.preview_reaches_only_the_sandbox")
+def _(ctx):
+    # A preview port numbered like the host's API port connects inside the sandbox (where
+    # nothing listens on it), never to the host's listener.
+    open_port(ctx, ctx.b, ctx.api_port, public=True)
+    try:
+        out = preview_get(ctx, preview_host(ctx, ctx.b, ctx.api_port), path=b"/healthz")
+    finally:
+        close_port(ctx, ctx.b, ctx.api_port)
+    control = raw_request(ctx, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    if b'"status":"ok"' not in control:
+        return None, "control: the host's /healthz got %s" % statuses(control)
+    return b'"status":"ok"' not in out and statuses(out)[:1] == [502], "preview of port %d: %s" % (
+        ctx.api_port, statuses(out))
+
+
 @attempt("api.slowloris_headers")
 def _(ctx):
     socks, closed = [], []

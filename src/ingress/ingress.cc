@@ -1,0 +1,126 @@
+#include "ingress/ingress.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "http/http_server.h"
+#include "http/preview_host.h"
+#include "ingress/upstream_request.h"
+
+namespace space::ingress {
+namespace {
+
+// No bytes from the sandbox's server for this long ends a preview connection (a long poll or
+// a quiet WebSocket included), and a client that stops reading for it too.
+constexpr int64_t kIdleMs = 600'000;
+
+bool SendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Ingress::Handle(api::Request& req, api::Responder& res) {
+  const std::string host = req.Header("host");
+  std::optional<api::PreviewHost> ph = api::ParsePreviewHost(host, ports_->config().domain);
+  if (!ph) return false;
+  Result<node::Ports::Target> target = ports_->Resolve(ph->label, ph->port);
+  if (!target.ok()) {
+    res.SendError(target.status());
+    return true;
+  }
+  const store::PortRecord& port = target->port;
+  if (req.HasQuery(kTokenQuery) && !port.is_public) {
+    // Opening `url?token=`: the token becomes a cookie of this host only, and the browser
+    // goes on to the same address without it (so it stays out of history and Referer).
+    if (!node::Ports::TokenMatches(port, req.Query(kTokenQuery))) {
+      res.SendError(Unauthenticated("wrong token for this preview port"));
+      return true;
+    }
+    res.AddHeader("Location", TargetWithoutToken(req.target));
+    res.AddHeader("Set-Cookie",
+                  std::string(kTokenCookie) + "=" + req.Query(kTokenQuery) + "; Path=/; HttpOnly; SameSite=Lax");
+    res.AddHeader("Cache-Control", "no-store");
+    res.Send(302, "text/plain", "");
+    return true;
+  }
+  if (!node::Ports::TokenMatches(port, PresentedToken(req))) {
+    res.SendError(Unauthenticated(PresentedToken(req).empty()
+                                      ? "this preview port is private: send its token in X-Space-Port-Token, or open "
+                                        "the URL with ?token= once"
+                                      : "wrong token for this preview port"));
+    return true;
+  }
+  if (Status st = ports_->Admit(target->sandbox.id); !st.ok()) {
+    res.AddHeader("Retry-After", "1");
+    res.SendError(st);
+    return true;
+  }
+  Result<std::unique_ptr<node::PreviewConnection>> conn = ports_->Connect(*target);
+  if (!conn.ok()) {
+    // Nothing listens on the port of a running sandbox: the gateway's 502, not the node's 503.
+    if (conn.status().code() == StatusCode::kUnavailable && conn.status().message().rfind("nothing listens", 0) == 0) {
+      res.SendJson(502, {{"code", "unavailable"}, {"message", conn.status().message()}});
+    } else {
+      res.SendError(conn.status());
+    }
+    return true;
+  }
+  Relay(req, res, **conn);
+  return true;
+}
+
+void Ingress::Relay(api::Request& req, api::Responder& res, node::PreviewConnection& conn) {
+  node::TcpTunnel& tunnel = conn.tunnel();
+  const bool upgrade = IsUpgrade(req);
+  if (!tunnel.Write(UpstreamRequest(req, req.Header("host")), kIdleMs).ok()) {
+    res.SendError(Unavailable("the sandbox's server did not take the request"));
+    return;
+  }
+  Result<api::Responder::RawConnection> raw = res.TakeConnection();
+  if (!raw.ok()) return;
+  const int fd = raw->fd;
+  timeval tv{kIdleMs / 1000, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  const std::string head = std::string("HTTP/1.1 101 Switching Protocols\r\nUpgrade: ") + api::kIngressUpgrade +
+                           "\r\nConnection: upgrade\r\n\r\n";
+  if (!SendAll(fd, head)) return;
+  // The client's bytes after the request: only an upgraded connection carries more (a plain
+  // request was asked to close after its answer).
+  std::thread up;
+  if (upgrade) {
+    up = std::thread([&tunnel, fd, first = std::move(raw->leftover)] {
+      if (!first.empty() && !tunnel.Write(first, kIdleMs).ok()) return;
+      char buf[64 * 1024];
+      for (;;) {
+        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          (void)tunnel.ShutdownWrite();
+          return;
+        }
+        if (!tunnel.Write(std::string_view(buf, static_cast<size_t>(n)), kIdleMs).ok()) return;
+      }
+    });
+  }
+  char buf[64 * 1024];
+  for (;;) {
+    Result<size_t> n = tunnel.Read(buf, sizeof buf, kIdleMs);
+    if (!n.ok() || *n == 0) break;
+    if (!SendAll(fd, std::string_view(buf, *n))) break;
+  }
+  ::shutdown(fd, SHUT_RDWR);  // ends the upward thread's read, and tells the front
+  tunnel.Close();
+  if (up.joinable()) up.join();
+}
+
+}  // namespace space::ingress
