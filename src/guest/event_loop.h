@@ -80,6 +80,8 @@ class GuestDaemon {
   // A connection to a loopback port of the sandbox, relayed to the node (kTcp* frames).
   struct TcpRelay {
     UniqueFd sock;
+    uint16_t port = 0;
+    bool v6 = false;  // connecting to ::1 (127.0.0.1 refused)
     uint64_t token = 0;   // epoll registration, 0 while it wants no events
     uint32_t events = 0;  // what it is registered for
     bool connecting = true;

@@ -62,14 +62,15 @@ void GuestDaemon::OpenTcp(const Frame& f) {
     return SendError(f.stream, InvalidArgument("tcp open: port must be 1..65535"));
   }
   // 127.0.0.1 first: a server bound to 0.0.0.0 or to loopback answers there. One bound to
-  // ::1 only is tried next (a refused IPv4 connect is immediate on loopback).
+  // ::1 only is tried next, when that is refused (TcpConnected).
   const uint16_t p = static_cast<uint16_t>(port.get<uint64_t>());
   Result<UniqueFd> s = ConnectLoopback(p, false);
-  if (!s.ok()) s = ConnectLoopback(p, true);
-  if (!s.ok())
+  if (!s.ok()) {
     return SendError(f.stream, Unavailable("nothing listens on port " + std::to_string(p) + " in the sandbox"));
+  }
   TcpRelay& t = tcp_[f.stream];
   t.sock = std::move(*s);
+  t.port = p;
   TcpInterest(f.stream, t);
 }
 
@@ -114,9 +115,25 @@ void GuestDaemon::TcpConnected(uint32_t stream, TcpRelay& t) {
   int err = 0;
   socklen_t len = sizeof err;
   if (::getsockopt(t.sock.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0 && !t.v6) {
+    Result<UniqueFd> s = ConnectLoopback(t.port, true);
+    if (s.ok()) {
+      if (t.token != 0) {
+        ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, t.sock.get(), nullptr);
+        watches_.erase(t.token);
+        t.token = 0;
+        t.events = 0;
+      }
+      t.sock = std::move(*s);
+      t.v6 = true;
+      return TcpInterest(stream, t);
+    }
+  }
   if (err != 0) {
+    const uint16_t port = t.port;
     tcp_.erase(stream);  // closes the socket; the node hears why
-    return SendError(stream, Unavailable(std::string("connect to the sandbox's port: ") + std::strerror(err)));
+    return SendError(stream, Unavailable("nothing listens on port " + std::to_string(port) + " in the sandbox (" +
+                                         std::strerror(err) + ")"));
   }
   t.connecting = false;
   Send(FrameType::kTcpOpened, stream, "{}");

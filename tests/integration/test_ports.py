@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import unittest
 import urllib.parse
 
@@ -200,6 +201,27 @@ class PortsTest(unittest.TestCase):
         host = host_of(d["url"])
         st, _, body = self.p.request("http://8000-sbx-nosuchsandbox." + host.split(".", 1)[1] + "/")
         self.assertEqual(st, 404, body)
+
+    def test_nothing_listening_answers_502_and_ipv6_only_servers_answer(self):
+        d = self.open_port(9999, public=True)
+        st, _, body = self.p.request(d["url"])
+        self.assertEqual(st, 502, body)
+        self.assertIn("nothing listens on port 9999", json.loads(body)["message"])
+        st, d6 = self.s.json("POST", "/v1/sandboxes/%s/processes" % self.sid, {"cmd": [
+            "python3", "-c", "import http.server, socket\n"
+            "class S(http.server.HTTPServer): address_family = socket.AF_INET6\n"
+            "S(('::1', 9999), http.server.SimpleHTTPRequestHandler).serve_forever()"], "cwd": "/srv"})
+        self.assertIn(st, (200, 201), d6)
+        try:
+            for _ in range(100):
+                st, _, body = self.p.request(d["url"] + "index.html")
+                if st == 200:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(st, 200, body)
+            self.assertIn(b"from http.server", body)
+        finally:
+            self.s.call("POST", "/v1/sandboxes/%s/processes/%s/signal" % (self.sid, d6["pid"]), {"signal": "SIGKILL"})
 
     def test_websocket_echo_and_close_ends_it_at_once(self):
         d = self.open_port(8765)

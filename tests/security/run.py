@@ -933,7 +933,8 @@ def _(ctx):
             b"GET / HTTP/1.1\r\nHost: " + hb.upper().encode() + b"\r\n\r\n",  # case folding grants nothing
             b"GET / HTTP/1.1\r\nHost: 8000-" + label.split("-", 1)[1].encode() + b"-x.localhost\r\n\r\n",
         ]
-        outs = [raw_request(ctx, t) for t in tricks]
+        # Each asks to close after its answer, so the read ends with the answer.
+        outs = [raw_request(ctx, t[:-2] + b"Connection: close\r\n\r\n") for t in tricks]
         pb = open_port(ctx, ctx.b, 8000)
         control = preview_get(ctx, hb, b"X-Space-Port-Token: " + pb["token"].encode() + b"\r\n")
         if LISTING not in control:
