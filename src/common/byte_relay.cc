@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 
@@ -47,7 +48,7 @@ RelayStats RelayBytes(int a, int b, std::string_view a_first, std::string_view b
     stats.a_to_b += a_first.size();
   }
   bool a_open = true, b_open = true;  // still reading from each
-  char buf[64 * 1024];
+  std::vector<char> buf(256 * 1024);
   int64_t last = MonoNowNs();
   while (a_open || b_open) {
     pollfd p[2] = {{a, static_cast<short>(a_open ? POLLIN : 0), 0}, {b, static_cast<short>(b_open ? POLLIN : 0), 0}};
@@ -64,7 +65,7 @@ RelayStats RelayBytes(int a, int b, std::string_view a_first, std::string_view b
       if (!open || p[i].revents == 0) continue;
       const int from = i == 0 ? a : b;
       const int to = i == 0 ? b : a;
-      ssize_t n = ::recv(from, buf, sizeof buf, MSG_DONTWAIT);
+      ssize_t n = ::recv(from, buf.data(), buf.size(), MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       if (n <= 0) {
         open = false;
@@ -73,7 +74,7 @@ RelayStats RelayBytes(int a, int b, std::string_view a_first, std::string_view b
         continue;
       }
       last = MonoNowNs();
-      if (!WriteAll(to, std::string_view(buf, static_cast<size_t>(n)), idle_ms)) return stats;
+      if (!WriteAll(to, std::string_view(buf.data(), static_cast<size_t>(n)), idle_ms)) return stats;
       (i == 0 ? stats.a_to_b : stats.b_to_a) += static_cast<uint64_t>(n);
     }
   }

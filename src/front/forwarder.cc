@@ -174,6 +174,10 @@ void Forwarder::Relay(api::Responder& res, NodeStream& node, beast::flat_buffer&
   // client's go back to the node as they come. Neither side's HTTP is parsed again here.
   Result<api::Responder::RawConnection> client = res.TakeConnection();
   if (!client.ok()) return;
+  // Bulk bytes both ways in large pieces (capped by net.core.wmem_max; best effort).
+  int bytes = 4 << 20;
+  (void)::setsockopt(client->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  (void)::setsockopt(node.native_handle(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   std::string from_node = beast::buffers_to_string(buffer.data());
   buffer.consume(buffer.size());
   RelayBytes(client->fd, node.native_handle(), client->leftover, from_node, kRelayIdleMs);

@@ -42,6 +42,7 @@ constexpr int64_t kExitGraceNs = 100'000'000;
 // Bytes still read from a pipe when the grace period ends.
 constexpr size_t kMaxDrainAtExit = 1u << 20;
 constexpr uint64_t kMaxTimeoutMs = 365ull * 24 * 3600 * 1000;
+constexpr int kChannelSendBuffer = 4 << 20;
 
 std::string StreamName(uint32_t stream) { return "stream " + std::to_string(stream); }
 
@@ -72,6 +73,12 @@ Status GuestDaemon::Init() {
   struct stat channel_stat;
   if (::fstat(channel_.get(), &channel_stat) != 0) return ErrnoStatus("fstat", "channel", errno);
   channel_is_socket_ = S_ISSOCK(channel_stat.st_mode);
+  if (channel_is_socket_) {
+    // A Unix socket's sender buffer bounds how much one send moves: bulk streams (preview
+    // connections, downloads) go in large pieces. Capped by net.core.wmem_max; best effort.
+    int bytes = kChannelSendBuffer;
+    (void)::setsockopt(channel_.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  }
 
   // SIGCHLD is consumed through the signalfd, so it must be blocked, not handled.
   sigset_t mask;

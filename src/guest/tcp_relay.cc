@@ -22,7 +22,7 @@ namespace {
 constexpr std::string_view kLog = "spaced";
 // An ack goes back once this much was written to the socket (or the node's bytes are all
 // out), so the node's window reopens in large steps, not one frame at a time.
-constexpr uint32_t kAckEvery = 64 * 1024;
+constexpr uint32_t kAckEvery = 256 * 1024;
 
 Result<UniqueFd> ConnectLoopback(uint16_t port, bool v6) {
   UniqueFd s(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -188,7 +188,7 @@ void GuestDaemon::TcpWrite(uint32_t stream, TcpRelay& t) {
 }
 
 void GuestDaemon::TcpRead(uint32_t stream, TcpRelay& t) {
-  char buf[kChunkSize];
+  static char buf[kTcpChunk];  // one thread runs the loop
   // A few chunks per wakeup, within the window, while the outbox has room: fair to the other
   // streams, and a slow node pauses the reading (UpdateBackpressure).
   for (int i = 0; i < 4 && !t.sock_eof && !paused_ && t.in_flight < kTcpWindow; ++i) {

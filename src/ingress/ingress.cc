@@ -5,10 +5,12 @@
 
 #include <cerrno>
 #include <thread>
+#include <vector>
 
 #include "http/http_server.h"
 #include "http/preview_host.h"
 #include "ingress/upstream_request.h"
+#include "protocol/protocol.h"
 
 namespace space::ingress {
 namespace {
@@ -67,12 +69,7 @@ bool Ingress::Handle(api::Request& req, api::Responder& res) {
   }
   Result<std::unique_ptr<node::PreviewConnection>> conn = ports_->Connect(*target);
   if (!conn.ok()) {
-    // Nothing listens on the port of a running sandbox: the gateway's 502, not the node's 503.
-    if (conn.status().code() == StatusCode::kUnavailable && conn.status().message().rfind("nothing listens", 0) == 0) {
-      res.SendJson(502, {{"code", "unavailable"}, {"message", conn.status().message()}});
-    } else {
-      res.SendError(conn.status());
-    }
+    res.SendError(conn.status());
     return true;
   }
   Relay(req, res, **conn);
@@ -82,8 +79,18 @@ bool Ingress::Handle(api::Request& req, api::Responder& res) {
 void Ingress::Relay(api::Request& req, api::Responder& res, node::PreviewConnection& conn) {
   node::TcpTunnel& tunnel = conn.tunnel();
   const bool upgrade = IsUpgrade(req);
-  if (!tunnel.Write(UpstreamRequest(req, req.Header("host")), kIdleMs).ok()) {
-    res.SendError(Unavailable("the sandbox's server did not take the request"));
+  // The request goes while the guest still connects; the first bytes of the answer (or why
+  // there is none) decide whether this is still an HTTP error or the relay.
+  std::vector<char> buf(guest::kTcpChunk);
+  Result<size_t> first = tunnel.Write(UpstreamRequest(req, req.Header("host")), kIdleMs).ok()
+                             ? tunnel.Read(buf.data(), buf.size(), kIdleMs)
+                             : Result<size_t>(Unavailable("the sandbox's server did not take the request"));
+  if (!first.ok() || *first == 0) {
+    // Nothing listens on the port, or the server hung up without a byte: the gateway's 502.
+    const std::string why =
+        first.ok() ? "the sandbox's server closed the connection without answering" : first.status().message();
+    res.SendJson(first.ok() || first.status().code() == StatusCode::kUnavailable ? 502 : 504,
+                 {{"code", "unavailable"}, {"message", why}});
     return;
   }
   Result<api::Responder::RawConnection> raw = res.TakeConnection();
@@ -91,32 +98,34 @@ void Ingress::Relay(api::Request& req, api::Responder& res, node::PreviewConnect
   const int fd = raw->fd;
   timeval tv{kIdleMs / 1000, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  // Bulk answers move in large pieces towards the front (capped by net.core.wmem_max).
+  int bytes = 4 << 20;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   const std::string head = std::string("HTTP/1.1 101 Switching Protocols\r\nUpgrade: ") + api::kIngressUpgrade +
                            "\r\nConnection: upgrade\r\n\r\n";
-  if (!SendAll(fd, head)) return;
+  if (!SendAll(fd, head) || !SendAll(fd, std::string_view(buf.data(), *first))) return;
   // The client's bytes after the request: only an upgraded connection carries more (a plain
   // request was asked to close after its answer).
   std::thread up;
   if (upgrade) {
-    up = std::thread([&tunnel, fd, first = std::move(raw->leftover)] {
-      if (!first.empty() && !tunnel.Write(first, kIdleMs).ok()) return;
-      char buf[64 * 1024];
+    up = std::thread([&tunnel, fd, leftover = std::move(raw->leftover)] {
+      if (!leftover.empty() && !tunnel.Write(leftover, kIdleMs).ok()) return;
+      std::vector<char> in(guest::kTcpChunk);
       for (;;) {
-        ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        ssize_t n = ::recv(fd, in.data(), in.size(), 0);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
           (void)tunnel.ShutdownWrite();
           return;
         }
-        if (!tunnel.Write(std::string_view(buf, static_cast<size_t>(n)), kIdleMs).ok()) return;
+        if (!tunnel.Write(std::string_view(in.data(), static_cast<size_t>(n)), kIdleMs).ok()) return;
       }
     });
   }
-  char buf[64 * 1024];
   for (;;) {
-    Result<size_t> n = tunnel.Read(buf, sizeof buf, kIdleMs);
+    Result<size_t> n = tunnel.Read(buf.data(), buf.size(), kIdleMs);
     if (!n.ok() || *n == 0) break;
-    if (!SendAll(fd, std::string_view(buf, *n))) break;
+    if (!SendAll(fd, std::string_view(buf.data(), *n))) break;
   }
   ::shutdown(fd, SHUT_RDWR);  // ends the upward thread's read, and tells the front
   tunnel.Close();

@@ -15,7 +15,12 @@
 namespace space::node {
 
 GuestClient::GuestClient(UniqueFd channel, std::string sandbox_id)
-    : sandbox_id_(std::move(sandbox_id)), channel_(std::move(channel)) {}
+    : sandbox_id_(std::move(sandbox_id)), channel_(std::move(channel)) {
+  // Large sends towards the guest (uploads, preview requests) in few pieces; capped by
+  // net.core.wmem_max, best effort. A vm's channel is QEMU's socket: the same applies.
+  int bytes = 4 << 20;
+  (void)::setsockopt(channel_.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
 
 GuestClient::~GuestClient() { Shutdown(); }
 

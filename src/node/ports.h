@@ -98,7 +98,8 @@ class Ports {
   Status Admit(const std::string& sandbox_id);
   // A connection to the target's port in the sandbox: waits for a paused or suspended sandbox
   // to resume when the port says auto_resume (else unavailable, saying which state it is in);
-  // resource_exhausted at the port's connection limit; unavailable when nothing listens.
+  // resource_exhausted at the port's connection limit. Returns as soon as the guest was asked
+  // to connect: a refusal (nothing listens) is the tunnel's first Read error.
   Result<std::unique_ptr<PreviewConnection>> Connect(const Target& target);
 
  private:

@@ -9,7 +9,7 @@ namespace space::node {
 namespace {
 
 // Acks go back in steps this large (or when everything queued was read).
-constexpr uint32_t kAckEvery = 64 * 1024;
+constexpr uint32_t kAckEvery = 256 * 1024;
 
 Status GuestError(const std::string& payload) {
   Result<nlohmann::json> j = guest::ParseJsonObject(payload, "tcp error");
@@ -38,7 +38,7 @@ Status TcpTunnel::Write(std::string_view data, int64_t stall_ms) {
         return DeadlineExceeded("the sandbox's server stopped reading");
       }
       if (!ended_.ok()) return ended_;
-      n = std::min<size_t>({data.size(), guest::kTcpWindow - in_flight_, guest::kChunkSize});
+      n = std::min<size_t>({data.size(), guest::kTcpWindow - in_flight_, guest::kTcpChunk});
       in_flight_ += static_cast<uint32_t>(n);
     }
     RETURN_IF_ERROR(send_(guest::FrameType::kTcpData, data.substr(0, n)));

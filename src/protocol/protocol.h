@@ -73,7 +73,9 @@ inline constexpr size_t kMaxWatchBatch = 128;
 inline constexpr size_t kMaxWatchQueue = 4096;
 // Unacknowledged kTcpData bytes a sender may have in flight on one tcp stream, and tcp
 // streams a guest keeps open at once (more is kResourceExhausted).
-inline constexpr uint32_t kTcpWindow = 512 * 1024;
+inline constexpr uint32_t kTcpWindow = 2 * 1024 * 1024;
+// The largest kTcpData payload a sender makes (a quarter of the window).
+inline constexpr size_t kTcpChunk = 256 * 1024;
 inline constexpr size_t kMaxTcpStreams = 256;
 
 enum class FrameType : uint8_t {

@@ -38,6 +38,7 @@ def recv_exact(f, n):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall between
 
     def log_message(self, *args):
         pass
