@@ -429,6 +429,37 @@ class FleetTest(unittest.TestCase):
         self.assertNotIn(sid, os.listdir(os.path.join(node.data_dir, "pool", "sandboxes")))
         self.assertEqual(self.node_of(sid)["state"], "failed")
 
+    def test_preview_port_through_a_server(self):
+        # A preview host sent to a server reaches the sandbox's server on whichever node holds
+        # it (controlplane/preview_relay.cc); the node checks the port's token.
+        import http.client
+        import urllib.parse
+        s = self.f.servers[0].url
+        st, d = self.f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "busybox"})
+        self.assertEqual(st, 201, d)
+        sid = d["sandbox"]["id"]
+        st, d = self.f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["sh", "-c",
+                            "mkdir -p /www && echo fleet-preview > /www/index.html && httpd -p 127.0.0.1:8080 -h /www"]})
+        self.assertEqual((st, d.get("exit_code")), (200, 0), d)
+        st, port = self.f.call(s, "POST", "/v1/sandboxes/%s/ports" % sid, {"port": 8080})
+        self.assertEqual(st, 201, port)
+        server = urllib.parse.urlsplit(s)
+        # The node names its own listen port in URLs (space node --preview-port changes that);
+        # a client of the fleet uses the server's.
+        host = urllib.parse.urlsplit(port["url"]).hostname + ":%d" % server.port
+
+        def get(headers):
+            c = http.client.HTTPConnection(server.hostname, server.port, timeout=60)
+            c.request("GET", "/index.html", headers={"Host": host, **headers})
+            r = c.getresponse()
+            body = r.read()
+            c.close()
+            return r.status, body
+        self.assertEqual(get({})[0], 401)  # no key was checked by the server: the node wants the token
+        st, body = get({"X-Space-Port-Token": port["token"]})
+        self.assertEqual((st, body), (200, b"fleet-preview\n"))
+        self.f.call(s, "DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+
     def test_server_refuses_unknown_keys_and_other_teams(self):
         # Started as root, a server serves as nobody, with no capabilities.
         with open("/proc/%d/status" % self.f.servers[1].proc.pid) as f:
