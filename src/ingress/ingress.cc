@@ -48,7 +48,13 @@ bool Ingress::Handle(api::Request& req, api::Responder& res) {
       res.SendError(Unauthenticated("wrong token for this preview port"));
       return true;
     }
-    res.AddHeader("Location", TargetWithoutToken(req.target));
+    // Only a path of this host: a target like "//elsewhere/" would send the browser away.
+    std::string location = TargetWithoutToken(req.target);
+    if (location.empty() || location[0] != '/' ||
+        (location.size() > 1 && (location[1] == '/' || location[1] == '\\'))) {
+      location = "/";
+    }
+    res.AddHeader("Location", location);
     res.AddHeader("Set-Cookie",
                   std::string(kTokenCookie) + "=" + req.Query(kTokenQuery) + "; Path=/; HttpOnly; SameSite=Lax");
     res.AddHeader("Cache-Control", "no-store");
@@ -82,9 +88,10 @@ void Ingress::Relay(api::Request& req, api::Responder& res, node::PreviewConnect
   // The request goes while the guest still connects; the first bytes of the answer (or why
   // there is none) decide whether this is still an HTTP error or the relay.
   std::vector<char> buf(guest::kTcpChunk);
-  Result<size_t> first = tunnel.Write(UpstreamRequest(req, req.Header("host")), kIdleMs).ok()
-                             ? tunnel.Read(buf.data(), buf.size(), kIdleMs)
-                             : Result<size_t>(Unavailable("the sandbox's server did not take the request"));
+  // A refusal that arrives while the request is still being sent fails the write with the
+  // guest's reason, as it would fail the read.
+  Status sent = tunnel.Write(UpstreamRequest(req, req.Header("host")), kIdleMs);
+  Result<size_t> first = sent.ok() ? tunnel.Read(buf.data(), buf.size(), kIdleMs) : Result<size_t>(sent);
   if (!first.ok() || *first == 0) {
     // Nothing listens on the port, or the server hung up without a byte: the gateway's 502.
     const std::string why =

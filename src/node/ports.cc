@@ -143,9 +143,14 @@ Result<Ports::Target> Ports::Resolve(const std::string& label, int64_t port) {
   if (id.empty()) return missing;
   Result<store::Sandbox> sb = store_->GetSandbox(id);
   if (!sb.ok() || store::IsEnded(sb->state)) {
+    // Forgotten here once it ended: the node's maps hold live sandboxes only.
     std::lock_guard<std::mutex> lock(mu_);
     labels_.erase(want);
     cache_.erase(id);
+    buckets_.erase(id);
+    for (auto it = counters_.lower_bound({id, 0}); it != counters_.end() && it->first.sandbox == id;) {
+      it = it->second.connections == 0 ? counters_.erase(it) : std::next(it);
+    }
     return missing;
   }
   ASSIGN_OR_RETURN(std::vector<store::PortRecord> rows, PortsOf(id));
