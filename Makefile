@@ -96,7 +96,8 @@ asan: deps
 # `make fuzz FUZZ_SECONDS=3600` is the long run.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = frame_parser_fuzz json_parsers_fuzz http_request_fuzz gateway_parsers_fuzz \
-  connect_envelope_fuzz path_resolution_fuzz gateway_ipc_fuzz broker_request_fuzz blob_channel_fuzz
+  connect_envelope_fuzz path_resolution_fuzz gateway_ipc_fuzz broker_request_fuzz blob_channel_fuzz \
+  websocket_frame_fuzz
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_DIR)-fuzz -DSPACE_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -DSPACE_COMPONENTS="common;protocol;guest;snapshot" >/dev/null

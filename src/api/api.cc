@@ -7,7 +7,9 @@
 #include "common/ids.h"
 #include "common/random.h"
 #include "common/syscall.h"
+#include "console/console.h"
 #include "http/validate.h"
+#include "http/websocket.h"
 
 namespace space::api {
 
@@ -70,6 +72,10 @@ void Api::Handle(Request& req, Responder& res) {
     res.SendJson(200, {{"status", "ok"}});
     return;
   }
+  if (console::Serve(req, res)) return;  // static files only: the data it shows comes from the API
+  // A browser's WebSocket cannot send Authorization: the console offers its key as a
+  // subprotocol instead (space.bearer.<base64url key>), which no answer ever echoes.
+  AdoptWebSocketBearer(req);
   if (auth_.Admit(req, res)) Route(req, res);
 }
 
@@ -97,6 +103,7 @@ void Api::Route(Request& req, Responder& res) {
     if (n == 4 && m == "POST" && sub == "timeout") return SetTimeout(req, res, id);
     if (n == 4 && m == "POST" && sub == "exec") return Exec(req, res, id);
     if (n == 4 && m == "GET" && sub == "commands") return Commands(req, res, id);
+    if (n == 4 && m == "GET" && sub == "terminal") return Terminal(req, res, id);
     if (n == 4 && m == "POST" && (sub == "pause" || sub == "resume" || sub == "suspend" || sub == "snapshots" ||
                                   sub == "fork" || sub == "rollback")) {
       return Lifecycle(req, res, id, sub);

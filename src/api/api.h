@@ -70,6 +70,8 @@ class Api {
   void Commands(Request& req, Responder& res, const std::string& id);
   // Files (api_files.cc)
   void Files(Request& req, Responder& res, const std::string& id, const std::string& action);
+  // The terminal WebSocket (api_terminal.cc).
+  void Terminal(Request& req, Responder& res, const std::string& id);
   // Preview ports (api_ports.cc); `port` is "" for the collection.
   void Ports(Request& req, Responder& res, const std::string& id, const std::string& port);
 

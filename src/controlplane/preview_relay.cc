@@ -82,6 +82,20 @@ std::string SerializeForNode(const api::Request& req) {
   return out;
 }
 
+void RelayUpgrade(const std::string& node_url, const api::Request& req, api::Responder& res, int idle_ms) {
+  Result<UniqueFd> node = ConnectTo(node_url);
+  if (!node.ok()) {
+    LogWarn("router", node.status().ToString());
+    return res.SendError(Unavailable("the node holding this sandbox did not take the connection"));
+  }
+  if (!SendAll(node->get(), SerializeForNode(req))) {
+    return res.SendError(Unavailable("the node holding this sandbox did not take the request"));
+  }
+  Result<api::Responder::RawConnection> client = res.TakeConnection();
+  if (!client.ok()) return;
+  RelayBytes(client->fd, node->get(), client->leftover, "", idle_ms);
+}
+
 Result<std::string> PreviewRelay::NodeFor(const std::string& label) {
   std::string id;
   {
@@ -117,19 +131,7 @@ bool PreviewRelay::Handle(api::Request& req, api::Responder& res) {
     res.SendError(url.status());
     return true;
   }
-  Result<UniqueFd> node = ConnectTo(*url);
-  if (!node.ok()) {
-    LogWarn("router", node.status().ToString());
-    res.SendError(Unavailable("the node holding this sandbox did not take the connection"));
-    return true;
-  }
-  if (!SendAll(node->get(), SerializeForNode(req))) {
-    res.SendError(Unavailable("the node holding this sandbox did not take the request"));
-    return true;
-  }
-  Result<api::Responder::RawConnection> client = res.TakeConnection();
-  if (!client.ok()) return true;
-  RelayBytes(client->fd, node->get(), client->leftover, "", kIdleMs);
+  RelayUpgrade(*url, req, res, kIdleMs);
   return true;
 }
 

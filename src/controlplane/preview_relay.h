@@ -34,6 +34,11 @@ class PreviewRelay {
   std::map<std::string, std::string> labels_;  // label -> sandbox id; GUARDED_BY(mu_)
 };
 
+// Sends `req` to the node at `node_url` and relays the rest of the connection raw both ways
+// (the node's answer included), ending after `idle_ms` without traffic: preview ports, and
+// the terminal's WebSocket, whose node answers the handshake itself.
+void RelayUpgrade(const std::string& node_url, const api::Request& req, api::Responder& res, int idle_ms);
+
 // The request as it goes on to the node: method, target, end-to-end headers (Upgrade kept for
 // a WebSocket), a Content-Length body. Exposed for tests.
 std::string SerializeForNode(const api::Request& req);

@@ -6,12 +6,18 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/random.h"
+#include "console/console.h"
 #include "controlplane/node_client.h"
+#include "controlplane/preview_relay.h"
 #include "controlplane/scheduler.h"
 #include "http/validate.h"
+#include "http/websocket.h"
 
 namespace space::controlplane {
 namespace {
+
+// A terminal left open without a keystroke or output (the node pings every 50 s).
+constexpr int kTerminalIdleMs = 600'000;
 
 bool Alive(const store::NodeRecord& n, int64_t now_ms, int64_t stale_ms) {
   return (n.state == store::NodeState::kReady || n.state == store::NodeState::kDraining) && now_ms - n.heartbeat_at_ms <= stale_ms;
@@ -55,6 +61,8 @@ void Router::Handle(api::Request& req, api::Responder& res) {
     return;
   }
   if (previews_.Handle(req, res)) return;  // a preview port's token is checked by its node
+  if (console::Serve(req, res)) return;    // static files; the console's data comes from the API
+  api::AdoptWebSocketBearer(req);          // the console's terminal offers its key as a subprotocol
   if (auth_.Admit(req, res)) Route(req, res);
 }
 
@@ -95,6 +103,10 @@ void Router::Route(api::Request& req, api::Responder& res) {
     node = AnyNode("", false);
   }
   if (!node.ok()) return res.SendError(node.status());
+  // A terminal's WebSocket: the node answers the handshake; the bytes are relayed raw.
+  if (n == 4 && p[1] == "sandboxes" && p[3] == "terminal" && !req.Header("upgrade").empty()) {
+    return RelayUpgrade(node->url, req, res, kTerminalIdleMs);
+  }
   Relay(*node, req, res);
 }
 

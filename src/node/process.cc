@@ -31,10 +31,12 @@ bool Process::WaitExited(int64_t timeout_ms) {
 bool Process::Follow(size_t* next, std::vector<ProcessEvent>* out, int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-               [&] { return *next < events_.size() || exit_.has_value() || !failure_.ok(); });
-  while (*next < events_.size()) out->push_back(events_[(*next)++]);
+               [&] { return *next < first_event_ + events_.size() || exit_.has_value() || !failure_.ok(); });
+  if (*next < first_event_) *next = first_event_;
+  const size_t end = first_event_ + events_.size();
+  while (*next < end) out->push_back(events_[(*next)++ - first_event_]);
   bool complete = exit_.has_value() || (!started_ && !failure_.ok());
-  return !(complete && *next >= events_.size());
+  return !(complete && *next >= end);
 }
 
 bool Process::exited() const {
@@ -82,6 +84,16 @@ std::string Process::Collected(ProcessEvent::Kind kind) const {
 void Process::Append(ProcessEvent::Kind kind, std::string data) {
   if (kind == ProcessEvent::Kind::kStdout) stdout_bytes_ += static_cast<int64_t>(data.size());
   if (kind == ProcessEvent::Kind::kStderr) stderr_bytes_ += static_cast<int64_t>(data.size());
+  if (spec_.output_ring) {
+    retained_bytes_ += data.size();
+    events_.push_back({kind, std::move(data)});
+    while (retained_bytes_ > kRingBytes && events_.size() > 1) {
+      retained_bytes_ -= events_.front().data.size();
+      events_.pop_front();
+      ++first_event_;
+    }
+    return;
+  }
   if (retained_bytes_ + data.size() > kMaxRetainedBytes) {
     truncated_ = true;
     return;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -46,11 +47,15 @@ struct ProcessSpec {
   bool tty = false;                  // on a pty: one output stream (stdout), resizable
   int tty_cols = 80;                 // the pty's initial size, 1..guest::kMaxTtySize
   int tty_rows = 24;
+  // Keep only the latest kRingBytes of output, dropping the oldest (a terminal: a long session
+  // must never stop printing, and a reattach replays the screen's recent past, not all of it).
+  bool output_ring = false;
 };
 
 class Process : public StreamSink {
  public:
   static constexpr size_t kMaxRetainedBytes = 16u << 20;
+  static constexpr size_t kRingBytes = 1u << 20;
   // Bound on the dropped-output count a guest may report per stream (1 PiB).
   static constexpr uint64_t kMaxDroppedBytes = 1ull << 50;
 
@@ -68,7 +73,8 @@ class Process : public StreamSink {
   bool WaitExited(int64_t timeout_ms);
 
   // Copies events from index `*next` on, waiting up to `timeout_ms` for at least one.
-  // Returns false once the log is complete and fully read.
+  // Returns false once the log is complete and fully read. With output_ring, events older
+  // than the ring are gone: `*next` skips forward to the oldest one kept.
   bool Follow(size_t* next, std::vector<ProcessEvent>* out, int64_t timeout_ms);
 
   bool exited() const;
@@ -108,7 +114,8 @@ class Process : public StreamSink {
   bool started_ = false;                 // GUARDED_BY(mu_)
   uint32_t guest_pid_ = 0;               // GUARDED_BY(mu_)
   Status failure_;                       // GUARDED_BY(mu_)
-  std::vector<ProcessEvent> events_;     // GUARDED_BY(mu_)
+  std::deque<ProcessEvent> events_;      // GUARDED_BY(mu_)
+  size_t first_event_ = 0;               // absolute index of events_.front(); GUARDED_BY(mu_)
   size_t retained_bytes_ = 0;            // GUARDED_BY(mu_)
   bool truncated_ = false;               // GUARDED_BY(mu_)
   int64_t stdout_bytes_ = 0;             // GUARDED_BY(mu_)

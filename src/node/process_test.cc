@@ -53,6 +53,37 @@ TEST(ProcessTest, OutputBeyondCapIsCountedNotKept) {
   EXPECT_GT(p.stdout_bytes(), static_cast<int64_t>(Process::kMaxRetainedBytes));
 }
 
+TEST(ProcessTest, RingOutputKeepsTheLatestBytesAndFollowersSkipWhatWasDropped) {
+  ProcessSpec spec;
+  spec.output_ring = true;
+  Process p("proc_1", spec, 0);
+  int asked = 0;
+  p.set_on_truncated([&] { ++asked; });
+  p.OnFrame(F(guest::FrameType::kExecStarted));
+  size_t next = 0;
+  std::vector<ProcessEvent> seen;
+  ASSERT_TRUE(p.Follow(&next, &seen, 10));  // the start event
+  const size_t chunk = 64 * 1024;
+  const size_t n = 3 * Process::kRingBytes / chunk;
+  for (size_t i = 0; i < n; ++i)
+    p.OnFrame(F(guest::FrameType::kStdout, std::string(chunk, static_cast<char>('a' + i % 26))));
+  EXPECT_FALSE(p.truncated());
+  EXPECT_EQ(asked, 0);  // the guest keeps sending
+  EXPECT_EQ(p.stdout_bytes(), static_cast<int64_t>(n * chunk));
+  EXPECT_EQ(p.Collected(ProcessEvent::Kind::kStdout).size(), Process::kRingBytes);
+  // A follower that fell behind resumes at the oldest kept event, the newest last.
+  seen.clear();
+  ASSERT_TRUE(p.Follow(&next, &seen, 10));
+  ASSERT_EQ(seen.size(), Process::kRingBytes / chunk);
+  EXPECT_EQ(seen.back().data[0], static_cast<char>('a' + (n - 1) % 26));
+  EXPECT_EQ(next, n + 1);
+  p.OnFrame(F(guest::FrameType::kExit, R"({"exit_code":0})"));
+  seen.clear();
+  EXPECT_FALSE(p.Follow(&next, &seen, 10));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].kind, ProcessEvent::Kind::kExit);
+}
+
 TEST(ProcessTest, TruncationAsksTheGuestToDropOutputOnceAndCountsWhatItDropped) {
   Process p("proc_1", {}, 0);
   int asked = 0;

@@ -429,9 +429,10 @@ class FleetTest(unittest.TestCase):
         self.assertNotIn(sid, os.listdir(os.path.join(node.data_dir, "pool", "sandboxes")))
         self.assertEqual(self.node_of(sid)["state"], "failed")
 
-    def test_preview_port_through_a_server(self):
+    def test_preview_port_console_and_terminal_through_a_server(self):
         # A preview host sent to a server reaches the sandbox's server on whichever node holds
-        # it (controlplane/preview_relay.cc); the node checks the port's token.
+        # it (controlplane/preview_relay.cc); the node checks the port's token. The server also
+        # serves the console, and relays its terminal's WebSocket to the sandbox's node.
         import http.client
         import urllib.parse
         s = self.f.servers[0].url
@@ -458,6 +459,25 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(get({})[0], 401)  # no key was checked by the server: the node wants the token
         st, body = get({"X-Space-Port-Token": port["token"]})
         self.assertEqual((st, body), (200, b"fleet-preview\n"))
+
+        c = http.client.HTTPConnection(server.hostname, server.port, timeout=60)
+        c.request("GET", "/console")
+        r = c.getresponse()
+        page = r.read()
+        c.close()
+        self.assertEqual(r.status, 200)
+        self.assertIn("script-src 'self'", r.getheader("Content-Security-Policy"))
+        self.assertIn(b"/console/app.js", page)
+        from wsclient import WsClient, b64url
+        ws = WsClient(s, "/v1/sandboxes/%s/terminal" % sid,
+                      protocols=["space.terminal.v1", "space.bearer." + b64url(self.f.key)],
+                      headers={"Origin": s})
+        op, payload = ws.recv()
+        self.assertEqual((op, json.loads(payload)["type"]), (0x1, "started"))
+        ws.send_bytes(b"echo fleet-$((6*7))\r")
+        ws.read_until("fleet-42")
+        ws.send_text({"type": "end"})
+        ws.close()
         self.f.call(s, "DELETE", "/v1/sandboxes/%s?wait=true" % sid)
 
     def test_server_refuses_unknown_keys_and_other_teams(self):

@@ -312,8 +312,6 @@ PENDING_ROUTES = {
     # issue 26: volumes
     ("GET", "/v1/volumes"), ("GET", "/v1/volumes/{name}"), ("PUT", "/v1/volumes/{name}"),
     ("DELETE", "/v1/volumes/{name}"),
-    # issue 27: web console
-    ("GET", "/console"),
     # issue 30: teams and keys
     ("GET", "/v1/teams"), ("POST", "/v1/teams"), ("GET", "/v1/keys"), ("POST", "/v1/keys"),
     ("GET", "/v1/keys/self"), ("DELETE", "/v1/keys/{id}"),

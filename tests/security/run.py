@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "integration", "egress"))
 from harness import SPACE_BIN, Server, is_root, sandbox_pids  # noqa: E402
+from wsclient import HandshakeRefused, WsClient, b64url  # noqa: E402
 from testnet import UPSTREAM_IP, TestNet  # noqa: E402
 
 import vm_attempts  # noqa: E402
@@ -985,6 +986,112 @@ def _(ctx):
         ctx.api_port, statuses(out))
 
 
+# ---------------------------------------------------------------------------------------------
+# The web console (docs/console.md)
+
+BROWSER_DIR = os.path.join(HERE, "..", "browser")
+
+
+def terminal_ws(ctx, sid, key=None, headers=None):
+    """The terminal's WebSocket with the key offered as a browser does (a subprotocol)."""
+    return WsClient(ctx.s.url, "/v1/sandboxes/%s/terminal" % sid, headers=headers,
+                    protocols=["space.terminal.v1", "space.bearer." + b64url(key or ctx.s.key)])
+
+
+def ws_status(fn):
+    try:
+        ws = fn()
+    except HandshakeRefused as e:
+        return e.status
+    ws.send_text({"type": "end"})
+    ws.close()
+    return 101
+
+
+@attempt("console.cross_site_websocket")
+def _(ctx):
+    # A page on another site opening the terminal with a key it somehow holds: its browser
+    # names the page's origin, which is not this server.
+    host = ctx.s.url.split("://", 1)[1]
+    evil = [ws_status(lambda o=o: terminal_ws(ctx, ctx.a, headers={"Origin": o}))
+            for o in ("http://evil.example", "http://" + host + ".evil.example", "null", "http://localhost:1")]
+    control = ws_status(lambda: terminal_ws(ctx, ctx.a, headers={"Origin": "http://" + host}))
+    if control != 101:
+        return None, "control: this server's own origin got %s" % control
+    return all(st == 403 for st in evil), "other origins %s (own origin %s)" % (evil, control)
+
+
+@attempt("console.terminal_of_another_team")
+def _(ctx):
+    other = ws_status(lambda: terminal_ws(ctx, ctx.a, key=ctx.key_b))
+    control = ws_status(lambda: terminal_ws(ctx, ctx.a))
+    if control != 101:
+        return None, "control: team a's own key got %s" % control
+    return other == 404, "team b's key on a's terminal: %s (a's own key %s)" % (other, control)
+
+
+@attempt("console.files_without_a_key_hold_no_data")
+def _(ctx):
+    # The console's files are the only answers without a key; none of them carries a team's data.
+    outs = []
+    for path in ("/console", "/console/app.js", "/console/app.css", "/console/../v1/sandboxes",
+                 "/console/%2e%2e/v1/sandboxes", "/console/api-key", "/v1/sandboxes"):
+        st, hdr, body = ctx.s.call("GET", path, key=False)
+        outs.append((path, st, ctx.a.encode() in body or ctx.s.key.encode() in body,
+                     hdr.get("Content-Security-Policy", "")))
+    st, d = ctx.json("GET", "/v1/sandboxes")
+    if st != 200 or ctx.a not in json.dumps(d):
+        return None, "control: the key lists sandboxes: %s" % st
+    served = [o for o in outs if o[1] == 200]
+    held = (not any(o[2] for o in outs) and [o[0] for o in served] == ["/console", "/console/app.js", "/console/app.css"]
+            and all("script-src 'self'" in o[3] and "frame-ancestors 'none'" in o[3] for o in served))
+    return held, "; ".join("%s %d" % (o[0], o[1]) for o in outs)
+
+
+def console_xss(ctx):
+    """Runs tests/browser/xss.mjs once on a sandbox whose strings are HTML payloads."""
+    if getattr(ctx, "xss_result", None) is not None:
+        return ctx.xss_result
+    if not os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=BROWSER_DIR, check=True)
+    mark = "data-xss" + secrets.token_hex(4)
+    payload = "<img src=x %s=1 onerror=window.__xss=1><script>window.__xss=2</script>" % mark
+    sid = ctx.create(metadata={"note": payload})
+    ctx.created.append(sid)
+    name = "<img src=x %s=1 onerror=window.__xss=3>.txt" % mark
+    assert ctx.put_file(sid, "/root/" + name, payload.encode()) in (200, 201)
+    assert ctx.put_file(sid, "/root/payload.html", payload.encode()) in (200, 201)
+    ctx.sh(sid, "true '%s'" % payload)  # the command line, in the command log
+    r = subprocess.run(["node", "xss.mjs"], cwd=BROWSER_DIR, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CONSOLE_URL=ctx.s.url, SPACE_API_KEY=ctx.s.key, SANDBOX=sid, MARK=mark,
+                                PAYLOAD=payload))
+    if r.returncode != 0:
+        raise RuntimeError("xss.mjs failed: " + (r.stdout + r.stderr)[-600:])
+    ctx.xss_result = json.loads(r.stdout.strip().splitlines()[-1])
+    return ctx.xss_result
+
+
+@attempt("console.xss_through_sandbox_strings")
+def _(ctx):
+    r = console_xss(ctx)
+    if not r.get("control_innerhtml_injects"):
+        return None, "control: the payload given to innerHTML made no element"
+    not_shown = [v for v, shown in r["shown"].items() if not shown]
+    if not_shown:
+        return None, "control: the payload was not shown as text in %s" % not_shown
+    return not r["injected"] and not r["ran"], "injected in %s, ran %s, views %s" % (
+        r["injected"], r["ran"], sorted(r["shown"]))
+
+
+@attempt("console.inline_script_under_csp")
+def _(ctx):
+    r = console_xss(ctx)
+    if not r.get("control_inline_runs_elsewhere"):
+        return None, "control: the inline handler did not run in a page without the policy"
+    return not r["inline_ran_in_console"], "an injected inline handler ran in the console: %s (CSP reports: %d " \
+        "before it, %d after)" % (r["inline_ran_in_console"], len(r["csp_violations"]), r["csp_reports_after_inline"])
+
+
 @attempt("api.slowloris_headers")
 def _(ctx):
     socks, closed = [], []
@@ -1187,6 +1294,8 @@ def main():
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rate-limit", default="50:100", help="the server's --api-rate-limit")
     ap.add_argument("--no-vm", action="store_true", help="skip the vm runtime's attempts")
+    ap.add_argument("--only", help="run only the host-side attempts whose name starts with this (a partial run, "
+                                   "for working on them: no in-sandbox or vm attempts)")
     args = ap.parse_args()
     if not is_root():
         print("tests/security: needs root; skipped")
@@ -1195,13 +1304,16 @@ def main():
     ctx = Ctx()
     try:
         setup(ctx, args.rate_limit)
-        in_sandbox_attempts(ctx)
+        if not args.only:
+            in_sandbox_attempts(ctx)
         for run in HOST_ATTEMPTS:
+            if args.only and not run.case_name.startswith(args.only):
+                continue
             t = time.time()
             run(ctx)
             print("  %-55s %5.1fs  %s" % (run.case_name, time.time() - t, RESULTS[-1]["verdict"].lower() if RESULTS[-1]["held"] else RESULTS[-1]["verdict"]),
                   flush=True)
-        if not args.no_vm:
+        if not args.no_vm and not args.only:
             t = time.time()
             vm_attempts.run_all(ctx, record, run_probe, alive, HERE, keep_b_busy)
             print("  %-55s %5.1fs" % ("the vm runtime's attempts", time.time() - t), flush=True)
