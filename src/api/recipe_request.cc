@@ -1,5 +1,6 @@
 #include "api/recipe_request.h"
 
+#include "api/dockerfile.h"
 #include "e2b/multipart.h"
 #include "http/validate.h"
 
@@ -81,15 +82,43 @@ Result<TemplateRef> ParseTemplateRef(const std::string& ref) {
 bool IsRecipeRequest(const Request& req, const nlohmann::json* body) {
   if (req.Header("content-type").rfind("multipart/form-data", 0) == 0) return true;
   if (body == nullptr || !body->is_object()) return false;
-  for (const char* k : {"from", "steps", "start", "ready", "egress_profiles", "no_cache"}) {
+  for (const char* k : {"from", "steps", "start", "ready", "egress_profiles", "no_cache", "dockerfile"}) {
     if (body->contains(k)) return true;
   }
   return false;
 }
 
-Result<node::Recipe> ParseRecipeJson(const nlohmann::json& b, std::string context) {
-  if (!b.is_object()) return InvalidArgument("the recipe must be a JSON object");
-  RETURN_IF_ERROR(CheckKnownFields(b, {"name", "from", "steps", "start", "ready", "egress_profiles", "no_cache"}));
+namespace {
+
+// A recipe given as {"dockerfile": "...", "build_args": {...}} instead of from/steps/start:
+// the same recipe the CLI's `space template build -f` sends (dockerfile.h).
+Result<nlohmann::json> ExpandDockerfile(const nlohmann::json& b) {
+  for (const char* k : {"from", "steps", "start"}) {
+    if (b.contains(k)) return InvalidArgument(std::string("give 'dockerfile' or '") + k + "', not both");
+  }
+  ASSIGN_OR_RETURN(std::string text, GetString(b, "dockerfile", "", kMaxRecipeJsonBytes));
+  ASSIGN_OR_RETURN(auto args, GetStringMap(b, "build_args", 64, 128, 4096, IsEnvName));
+  ASSIGN_OR_RETURN(nlohmann::json recipe, DockerfileToRecipe(text, args));
+  nlohmann::json out = b;
+  out.erase("dockerfile");
+  out.erase("build_args");
+  for (auto& [k, v] : recipe.items()) out[k] = v;
+  return out;
+}
+
+}  // namespace
+
+Result<node::Recipe> ParseRecipeJson(const nlohmann::json& body, std::string context) {
+  if (!body.is_object()) return InvalidArgument("the recipe must be a JSON object");
+  RETURN_IF_ERROR(CheckKnownFields(
+      body, {"name", "from", "steps", "start", "ready", "egress_profiles", "no_cache", "dockerfile", "build_args"}));
+  nlohmann::json expanded;
+  if (body.contains("dockerfile")) {
+    ASSIGN_OR_RETURN(expanded, ExpandDockerfile(body));
+  } else if (body.contains("build_args")) {
+    return InvalidArgument("'build_args' goes with 'dockerfile'");
+  }
+  const nlohmann::json& b = body.contains("dockerfile") ? expanded : body;
   node::Recipe r;
   if (!b.contains("name")) return InvalidArgument("field 'name' is required");
   ASSIGN_OR_RETURN(r.name, GetString(b, "name", "", 63));

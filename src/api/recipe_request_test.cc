@@ -44,6 +44,21 @@ TEST(RecipeRequestTest, ParsesEveryStep) {
   EXPECT_EQ(r->egress_profiles, std::vector<std::string>{"debian"});
 }
 
+TEST(RecipeRequestTest, ADockerfileIsTheRecipeItSays) {
+  auto body =
+      nlohmann::json::parse(R"({"name": "app", "dockerfile": "FROM busybox\nARG V=1\nRUN echo $V > /v\nCMD serve\n",
+      "build_args": {"V": "2"}, "no_cache": true})");
+  auto r = ParseRecipeJson(body, "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->name, "app");
+  EXPECT_EQ(r->from, "busybox");
+  ASSERT_EQ(r->steps.size(), 1u);
+  EXPECT_EQ(r->steps[0].kind, node::StepKind::kRun);
+  EXPECT_EQ(r->steps[0].command, "echo 2 > /v");
+  EXPECT_EQ(r->start, "serve");
+  EXPECT_TRUE(r->no_cache);
+}
+
 TEST(RecipeRequestTest, RefusesBadRecipes) {
   const std::string big(node::kMaxCommandBytes + 1, 'x');
   nlohmann::json many = nlohmann::json::array();
@@ -54,7 +69,10 @@ TEST(RecipeRequestTest, RefusesBadRecipes) {
   } cases[] = {
       {"no name", {{"from", "base"}}},
       {"bad name", {{"name", "A B"}}},
-      {"unknown field", {{"name", "a"}, {"dockerfile", "x"}}},
+      {"unknown field", {{"name", "a"}, {"dockerfile_path", "x"}}},
+      {"dockerfile and steps", {{"name", "a"}, {"dockerfile", "FROM base\n"}, {"steps", nlohmann::json::array()}}},
+      {"dockerfile refused", {{"name", "a"}, {"dockerfile", "FROM base\nHEALTHCHECK CMD true\n"}}},
+      {"build_args alone", {{"name", "a"}, {"build_args", {{"V", "1"}}}}},
       {"self", {{"name", "a"}, {"from", "a"}}},
       {"bad digest", {{"name", "a"}, {"from", "base@sha256:12"}}},
       {"steps not array", {{"name", "a"}, {"steps", "run"}}},

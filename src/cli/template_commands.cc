@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "cli/dockerfile.h"
+#include "api/dockerfile.h"
 #include "common/random.h"
 #include "common/subprocess.h"
 #include "common/syscall.h"
@@ -67,10 +67,10 @@ int RunRecipeBuild(Client& c, const RecipeBuildOptions& o) {
       size_t eq = kv.find('=');
       args[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
     }
-    auto r = DockerfileToRecipe(*text, args);
+    auto r = api::DockerfileToRecipe(*text, args);
     if (!r.ok()) return Fail(r.status());
     recipe = std::move(*r);
-    needs_context = RecipeNeedsContext(recipe);
+    needs_context = api::RecipeNeedsContext(recipe);
     default_context = std::filesystem::path(o.dockerfile).parent_path().string();
     if (default_context.empty()) default_context = ".";
   } else {

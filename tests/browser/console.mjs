@@ -3,7 +3,8 @@
 // sandbox with an egress profile, opens its terminal and types `echo $((6*7))` until 42 shows,
 // makes a refused DNS lookup there, uploads, views and downloads a file, takes a snapshot,
 // forks it from the tree and finds the fork in the list, finds the refused lookup in the
-// activity view, and runs axe-core's WCAG 2 A/AA rules on every view. Along the way: no
+// activity view, builds a template from a Dockerfile with its log streaming, and runs
+// axe-core's WCAG 2 A/AA rules on every view. Along the way: no
 // request leaves the console's origin and the page raises no CSP violation.
 // Needs CONSOLE_URL (http://host:port), SPACE_API_KEY, SHOT_DIR; TEMPLATE, PROFILE optional.
 import assert from 'node:assert/strict'
@@ -185,10 +186,21 @@ try {
   await shot('activity')
   step('refused egress in the activity view')
 
+  // Templates: build one from a Dockerfile, its log streaming into the page.
   await page.goto(`${base}/console#/templates`)
   await tid('templates-list').waitFor({ timeout: 15000 })
+  const tname = `console-df-${Date.now() % 100000}`
+  await tid('build-name').fill(tname)
+  await tid('build-dockerfile').fill('FROM busybox\nARG WORD=console\nRUN echo built-in-the-$WORD && touch /built\n')
+  await tid('build-submit').click()
+  await page.waitForFunction(() => (document.querySelector('[data-testid="build-log"]')?.textContent || '').includes('built-in-the-console'),
+    null, { timeout: 120000 })
+  await page.waitForFunction((n) => (document.querySelector('[data-testid="build-result"]')?.textContent || '').includes('Built template ' + n),
+    tname, { timeout: 120000 })
+  await page.locator(`[data-testid="template-row"][data-template="${tname}"]`).waitFor({ timeout: 15000 })
   await checkA11y('templates')
   await shot('templates')
+  step(`built template ${tname} from a Dockerfile`)
 
   const violations = await page.evaluate(() => window.__cspViolations)
   assert.deepEqual(violations, [], 'CSP violations')
@@ -196,7 +208,7 @@ try {
   assert.deepEqual(pageErrors, [], 'page errors')
   const bad = a11y.filter((v) => v.violations.length > 0)
   assert.deepEqual(bad, [], `accessibility violations: ${JSON.stringify(bad)}`)
-  console.log(JSON.stringify({ ok: true, sandbox: sid, fork, snapshot: snap, steps }))
+  console.log(JSON.stringify({ ok: true, sandbox: sid, fork, snapshot: snap, template: tname, steps }))
 } finally {
   await browser.close()
 }

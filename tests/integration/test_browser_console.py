@@ -1,7 +1,8 @@
 """The web console (docs/console.md) in Debian's chromium driven by playwright-core: the
 whole flow of tests/browser/console.mjs against a real `space dev` (login, create, terminal,
-files, snapshot and fork, activity, accessibility), then checked again over the API: the
-fork exists, the uploaded file is in the sandbox, the refused lookup is in the audit.
+files, snapshot and fork, activity, a template built from a Dockerfile, accessibility), then
+checked again over the API: the fork exists, the uploaded file is in the sandbox, the refused
+lookup is in the audit, the template is listed.
 Screenshots of each view go to build/screenshots/console/."""
 import json
 import os
@@ -70,6 +71,9 @@ class BrowserConsoleTest(unittest.TestCase):
         st, d = self.s.json("GET", "/v1/audit?sandbox=%s&kind=egress" % sid)
         self.assertTrue(any(e["action"] == "deny" and "blocked.test.example" in json.dumps(e["detail"])
                             for e in d["events"]), d)
+        st, d = self.s.json("GET", "/v1/templates/" + result["template"])
+        self.assertEqual(st, 200, d)
+        self.s.json("DELETE", "/v1/templates/" + result["template"])
         for view in ("login-wrong-key", "sandboxes", "terminal", "files", "snapshots", "activity", "templates"):
             self.assertGreater(os.path.getsize(os.path.join(shots, view + ".png")), 5000, view)
 

@@ -1,5 +1,6 @@
-// #/templates: the templates this server has, and a recipe build form whose output streams
-// into a log (SSE read through fetch, see sse.js) until the build's operation finishes.
+// #/templates: the templates this server has, and a build form (steps, or a Dockerfile the
+// server turns into the same recipe) whose output streams into a log (SSE read through fetch,
+// see sse.js) until the build's operation finishes.
 import { button, el, field, messageRow, replaceChildren, setText, table } from './dom.js'
 import { request, enc, describeError } from './api.js'
 import { showError, showStatus } from './notice.js'
@@ -52,6 +53,7 @@ export function mountTemplates(root, scope) {
   const name = el('input', { type: 'text', testid: 'build-name', name: 'name', required: true, autocomplete: 'off', spellcheck: 'false' })
   const from = el('input', { type: 'text', testid: 'build-from', name: 'from', value: 'base', autocomplete: 'off', spellcheck: 'false' })
   const steps = el('textarea', { testid: 'build-steps', name: 'steps', rows: '6', spellcheck: 'false' })
+  const dockerfile = el('textarea', { testid: 'build-dockerfile', name: 'dockerfile', rows: '6', spellcheck: 'false' })
   const submit = el('button', { type: 'submit', class: 'primary', testid: 'build-submit' }, 'Build template')
   const buildResult = el('p', { class: 'result', role: 'status', 'aria-live': 'polite', testid: 'build-result' })
   const log = el('pre', { class: 'build-log', role: 'log', tabindex: '0', 'aria-label': 'Build log', testid: 'build-log' })
@@ -64,6 +66,7 @@ export function mountTemplates(root, scope) {
       field('Name', name, 'lowercase letters, digits, . _ -').wrap,
       field('From', from, 'a template name, or name@sha256:…').wrap,
       wide(field('Steps', steps, 'one shell command per line, each run as a step').wrap),
+      wide(field('Dockerfile', dockerfile, 'instead of From and Steps: FROM, RUN, ENV, WORKDIR, USER, ARG, CMD (no COPY: there is no context here)').wrap),
     ),
     el('div', { class: 'form-actions' }, submit),
   )
@@ -126,15 +129,17 @@ export function mountTemplates(root, scope) {
     e.preventDefault()
     const tname = name.value.trim()
     const base = from.value.trim() || 'base'
-    const recipe = {
-      name: tname,
-      from: base,
-      steps: steps.value
-        .split(/\r?\n/)
-        .map((l) => l.trim())
-        .filter(Boolean)
-        .map((run) => ({ run })),
-    }
+    const recipe = dockerfile.value.trim()
+      ? { name: tname, dockerfile: dockerfile.value }
+      : {
+          name: tname,
+          from: base,
+          steps: steps.value
+            .split(/\r?\n/)
+            .map((l) => l.trim())
+            .filter(Boolean)
+            .map((run) => ({ run })),
+        }
     submit.disabled = true
     submit.setAttribute('aria-busy', 'true')
     replaceChildren(log)

@@ -11,7 +11,7 @@
 
 #include "common/result.h"
 
-namespace space::cli {
+namespace space::api {
 
 // `build_args`: ARG values given on the command line (--build-arg K=V); they win over an
 // ARG's default. $NAME and ${NAME} of a declared ARG are substituted in the instructions
@@ -22,4 +22,4 @@ Result<nlohmann::json> DockerfileToRecipe(const std::string& text,
 // Does a recipe read the context (a copy step)?
 bool RecipeNeedsContext(const nlohmann::json& recipe);
 
-}  // namespace space::cli
+}  // namespace space::api

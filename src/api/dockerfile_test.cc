@@ -1,8 +1,8 @@
-#include "cli/dockerfile.h"
+#include "api/dockerfile.h"
 
 #include <gtest/gtest.h>
 
-namespace space::cli {
+namespace space::api {
 namespace {
 
 TEST(DockerfileTest, TranslatesTheSubset) {
@@ -76,4 +76,4 @@ TEST(DockerfileTest, RefusesWhatItCannotDoWithTheLine) {
 }
 
 }  // namespace
-}  // namespace space::cli
+}  // namespace space::api

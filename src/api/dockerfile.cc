@@ -1,9 +1,9 @@
-#include "cli/dockerfile.h"
+#include "api/dockerfile.h"
 
 #include <cctype>
 #include <vector>
 
-namespace space::cli {
+namespace space::api {
 namespace {
 
 struct Instruction {
@@ -303,4 +303,4 @@ Result<nlohmann::json> DockerfileToRecipe(const std::string& text,
   return out;
 }
 
-}  // namespace space::cli
+}  // namespace space::api
