@@ -24,9 +24,9 @@ def main():
             if count > 0:
                 ranges.setdefault(name, []).append([first, first + count - 1])
     # A file with no added line (only removals) still needs an entry, or clang-tidy would
-    # check all of it: an empty range matches nothing.
+    # check all of it: a line past any file's end matches nothing (clang-tidy refuses line 0).
     for f in files:
-        ranges.setdefault(os.path.abspath(f), [[0, 0]])
+        ranges.setdefault(os.path.abspath(f), [[1 << 30, 1 << 30]])
     print(json.dumps([{"name": n, "lines": r} for n, r in sorted(ranges.items())]))
 
 

@@ -8,6 +8,8 @@
 #include "common/random.h"
 #include "common/syscall.h"
 #include "console/console.h"
+#include "http/scopes.h"
+#include "http/team_keys.h"
 #include "http/validate.h"
 #include "http/websocket.h"
 
@@ -84,6 +86,9 @@ void Api::Route(Request& req, Responder& res) {
   const std::string& m = req.method;
   auto not_found = [&] { res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256))); };
   if (p.empty() || (p[0] != "v1" && !(p.size() == 1 && p[0] == "metrics"))) return not_found();
+  if (const std::string need = ScopeFor(m, p); !HasScope(req.scopes, need))
+    return res.SendError(MissingScope(need, req));
+  if (HandleTeamsAndKeys(node_->store(), req, res)) return;
   if (p[0] == "metrics") return m == "GET" ? Metrics(req, res) : not_found();
   size_t n = p.size();
   if (n >= 2 && p[1] == "sandboxes") {

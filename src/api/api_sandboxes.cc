@@ -195,8 +195,8 @@ void Api::ListAudit(Request& req, Responder& res) {
   f.sandbox = req.Query("sandbox");
   f.kind = req.Query("kind");
   if (!f.kind.empty() && f.kind != "lifecycle" && f.kind != "exec" && f.kind != "egress" && f.kind != "credential" &&
-      f.kind != "ingress") {
-    return res.SendError(InvalidArgument("kind must be lifecycle, exec, egress, credential or ingress"));
+      f.kind != "ingress" && f.kind != "admin") {
+    return res.SendError(InvalidArgument("kind must be lifecycle, exec, egress, credential, ingress or admin"));
   }
   f.limit = 500;
   auto events = node_->audit().List(f);

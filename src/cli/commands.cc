@@ -6,6 +6,7 @@
 #include "cli/client.h"
 #include "cli/egress_commands.h"
 #include "cli/fleet_commands.h"
+#include "cli/key_commands.h"
 #include "cli/port_commands.h"
 #include "cli/sandbox_commands.h"
 #include "daemon/dev.h"
@@ -71,6 +72,8 @@ int Main(int argc, char** argv) {
   fleet_commands.Register(app);
   PortCommands port_commands;
   port_commands.Register(app);
+  KeyCommands key_commands;
+  key_commands.Register(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -82,6 +85,7 @@ int Main(int argc, char** argv) {
   if (auto code = egress_commands.Run(*client, json)) return *code;
   if (auto code = fleet_commands.Run(*client, json)) return *code;
   if (auto code = port_commands.Run(*client, json)) return *code;
+  if (auto code = key_commands.Run(*client, json)) return *code;
   if (auto code = sandbox_commands.Run(*client, json)) return *code;
   return 2;
 }

@@ -10,6 +10,8 @@
 #include "controlplane/node_client.h"
 #include "controlplane/preview_relay.h"
 #include "controlplane/scheduler.h"
+#include "http/scopes.h"
+#include "http/team_keys.h"
 #include "http/validate.h"
 #include "http/websocket.h"
 
@@ -70,6 +72,10 @@ void Router::Route(api::Request& req, api::Responder& res) {
   auto p = api::SplitPath(req.path);
   const std::string& m = req.method;
   const size_t n = p.size();
+  if (const std::string need = api::ScopeFor(m, p); !api::HasScope(req.scopes, need)) {
+    return res.SendError(api::MissingScope(need, req));
+  }
+  if (api::HandleTeamsAndKeys(store_, req, res)) return;  // from the store, like every node
   if (n >= 2 && p[0] == "v1" && (p[1] == "nodes" || p[1] == "jobs")) return Nodes(req, res, p);
   if (n == 0 || (p[0] != "v1" && p[0] != "metrics")) {
     return res.SendError(NotFound("no route for " + m + " " + req.path.substr(0, 256) +

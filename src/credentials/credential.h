@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"  // ParseRfc3339Utc, for expires_at
 #include "common/result.h"
 #include "credentials/host_pattern.h"
 
@@ -60,10 +61,6 @@ inline constexpr std::string_view kPlaceholderPrefix = "space-cred-";
 // The associated data a credential's sealed secret is bound to. Length-prefixed so no two
 // (team, name) pairs encode alike.
 std::string CredentialAad(std::string_view team_id, std::string_view name);
-
-// Parses "YYYY-MM-DDTHH:MM:SS[.fraction]Z" into Unix epoch milliseconds (fraction truncated
-// to ms). Refuses offsets other than Z, out-of-range fields and leap seconds.
-Result<int64_t> ParseRfc3339Utc(std::string_view text);
 
 // Per-key rate limiting: a token bucket of `limit_per_min` tokens refilled continuously over
 // 60 s, so bursts up to the limit pass and the long-run rate never exceeds it. The clock is a

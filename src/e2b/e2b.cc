@@ -11,6 +11,7 @@
 #include "e2b/connect.h"
 #include "e2b/control_errors.h"
 #include "e2b/exec_service.h"
+#include "http/scopes.h"
 #include "http/validate.h"
 
 namespace space::e2b {
@@ -75,7 +76,11 @@ Status E2b::AuthenticateApiKey(api::Request& req, int64_t* retry_after_s) {
   }
   if (key.empty()) return Unauthenticated("missing X-API-KEY header");
   // The same digests, constant-time cache and per-key rate limit as SPACE's API.
-  return auth_->AuthenticateKey(key, req, retry_after_s);
+  RETURN_IF_ERROR(auth_->AuthenticateKey(key, req, retry_after_s));
+  // The E2B surface makes and drives sandboxes (and builds templates): a read-only key has no
+  // part in it.
+  if (!api::HasScope(req.scopes, "sandboxes:write")) return api::MissingScope("sandboxes:write", req);
+  return Status::Ok();
 }
 
 Result<Target> E2b::ResolveTarget(const api::Request& req, bool code_interpreter) {

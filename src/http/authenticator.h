@@ -25,7 +25,8 @@ class Authenticator {
   // `fleet_token` empty: fleet requests are refused like any unknown key.
   Authenticator(store::Store* store, RateLimit limit, std::string fleet_token = "");
 
-  // Sets req.team. A rate-limited caller gets resource_exhausted and `*retry_after_s` > 0.
+  // Sets req.team and req.scopes (and req.key_id for a key made through /v1/keys). A
+  // rate-limited caller gets resource_exhausted and `*retry_after_s` > 0.
   Status Authenticate(Request& req, int64_t* retry_after_s);
 
   // Authenticate, answering the request itself when that fails (401, or 429 with
@@ -43,6 +44,8 @@ class Authenticator {
   const RateLimit& limit() const { return limiter_.limit(); }
 
  private:
+  // A key made through /v1/keys ("space.<id>.<secret>"): looked up by id on every call.
+  Status AuthenticateScoped(std::string_view key, Request& req, int64_t* retry_after_s);
   // AuthenticateKey for a key already hashed (KeyDigest), so no request hashes its key twice.
   Status AuthenticateDigest(const std::string& hash, Request& req, int64_t* retry_after_s);
 
@@ -53,6 +56,9 @@ class Authenticator {
   // (sha256 hex of a key, its team) for keys seen valid; searched in constant time per entry.
   std::vector<std::pair<std::string, std::string>> key_cache_;  // GUARDED_BY(mu_)
 };
+
+// How a key made through /v1/keys begins: "space.<id>.<secret>".
+inline constexpr char kScopedKeyPrefix[] = "space.";
 
 // SHA-256 of `s`, lower-case hex: the only form an API key is stored or compared in.
 std::string KeyDigest(std::string_view s);

@@ -22,6 +22,8 @@ struct Request {
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::string team;                            // set once authenticated
+  std::vector<std::string> scopes;             // the key's (http/scopes.h), set with team
+  std::string key_id;                          // "key_..." for a key made through /v1/keys, else ""
   int64_t received_mono_ns = 0;
 
   // The first value of query parameter `name`, or "".

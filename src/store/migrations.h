@@ -158,6 +158,25 @@ CREATE TABLE ports (
   PRIMARY KEY (sandbox, port)
 );
 )sql",
+    // 7: teams, and keys made through the API (salted digests).
+    R"sql(
+CREATE TABLE teams (
+  name TEXT PRIMARY KEY,
+  created_at_ms BIGINT NOT NULL
+);
+CREATE TABLE scoped_keys (
+  id TEXT PRIMARY KEY,
+  team TEXT NOT NULL,
+  name TEXT NOT NULL,
+  salt TEXT NOT NULL,
+  secret_sha256 TEXT NOT NULL,
+  scopes_json TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  revoked_at_ms BIGINT NOT NULL
+);
+CREATE INDEX scoped_keys_team ON scoped_keys (team, created_at_ms);
+)sql",
 };
 
 }  // namespace space::store

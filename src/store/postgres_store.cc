@@ -161,6 +161,20 @@ constexpr Statement kPutApiKey{"put_api_key",
                                "ON CONFLICT (key_sha256) DO UPDATE SET team = excluded.team, name = excluded.name"};
 constexpr Statement kTeamForApiKey{"team_for_api_key", "SELECT team FROM api_keys WHERE key_sha256 = $1"};
 
+#define KEY_COLS "id, team, name, salt, secret_sha256, scopes_json, created_at_ms, expires_at_ms, revoked_at_ms"
+constexpr Statement kPutTeam{"put_team",
+                             "INSERT INTO teams (name, created_at_ms) VALUES ($1,$2) ON CONFLICT (name) DO NOTHING"};
+constexpr Statement kListTeams{"list_teams", "SELECT name, created_at_ms FROM teams ORDER BY name"};
+constexpr Statement kPutKey{"put_key", "INSERT INTO scoped_keys (" KEY_COLS
+                                       ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT (id) DO NOTHING"};
+constexpr Statement kGetKey{"get_key", "SELECT " KEY_COLS " FROM scoped_keys WHERE id = $1"};
+constexpr Statement kListKeys{"list_keys", "SELECT " KEY_COLS " FROM scoped_keys ORDER BY created_at_ms, id"};
+constexpr Statement kListTeamKeys{"list_team_keys",
+                                  "SELECT " KEY_COLS " FROM scoped_keys WHERE team = $1 ORDER BY created_at_ms, id"};
+constexpr Statement kRevokeKey{
+    "revoke_key",
+    "UPDATE scoped_keys SET revoked_at_ms = CASE WHEN revoked_at_ms = 0 THEN $1 ELSE revoked_at_ms END WHERE id = $2"};
+
 #define NODE_COLS "name, url, state, capacity, live, templates_json, heartbeat_at_ms, started_at_ms"
 #define JOB_COLS \
   "id, kind, target, team, payload_json, state, holder, lease_until_ms, attempts, error, created_at_ms, finished_at_ms"
@@ -286,6 +300,11 @@ std::vector<Sandbox> ReadSandboxes(const PgRows& rows) {
 // Statements that write the same row whatever happened before may run twice; appending an
 // audit event may not (a retry after a lost reply would record it twice).
 enum class Retry { kSafe, kNever };
+
+ApiKeyRecord KeyFromRow(const PgRows& s, int i) {
+  return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), s.Text(i, 4), ParseStringList(s.Text(i, 5)),
+          s.Int(i, 6),  s.Int(i, 7),  s.Int(i, 8)};
+}
 
 class PostgresStore : public Store {
  public:
@@ -474,6 +493,44 @@ class PostgresStore : public Store {
     ASSIGN_OR_RETURN(PgRows rows, Query("TeamForApiKey", kTeamForApiKey, {key_sha256}));
     if (rows.size() == 0) return NotFound("unknown API key");
     return rows.Text(0, 0);
+  }
+
+  Status PutTeam(const TeamRecord& r) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("PutTeam", kPutTeam, {r.name, r.created_at_ms}));
+    if (rows.affected() == 0) return Conflict("team " + r.name + " exists");
+    return Status::Ok();
+  }
+
+  Result<std::vector<TeamRecord>> ListTeams() override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListTeams", kListTeams, {}));
+    return ReadAll<TeamRecord>(rows, [](const PgRows& s, int i) { return TeamRecord{s.Text(i, 0), s.Int(i, 1)}; });
+  }
+
+  Status PutKey(const ApiKeyRecord& r) override {
+    if (!IsSha256Hex(r.secret_sha256)) return InvalidArgument("keys are stored only as SHA-256 hex digests");
+    ASSIGN_OR_RETURN(PgRows rows, Query("PutKey", kPutKey,
+                                        {r.id, r.team, r.name, r.salt, r.secret_sha256, EncodeStringList(r.scopes),
+                                         r.created_at_ms, r.expires_at_ms, r.revoked_at_ms}));
+    if (rows.affected() == 0) return Conflict("key " + r.id + " exists");
+    return Status::Ok();
+  }
+
+  Result<ApiKeyRecord> GetKey(const std::string& id) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetKey", kGetKey, {id}));
+    if (rows.size() == 0) return NotFound("key " + id.substr(0, 80) + " not found");
+    return KeyFromRow(rows, 0);
+  }
+
+  Result<std::vector<ApiKeyRecord>> ListKeys(const std::string& team) override {
+    ASSIGN_OR_RETURN(PgRows rows,
+                     team.empty() ? Query("ListKeys", kListKeys, {}) : Query("ListTeamKeys", kListTeamKeys, {team}));
+    return ReadAll<ApiKeyRecord>(rows, KeyFromRow);
+  }
+
+  Status RevokeKey(const std::string& id, int64_t at_ms) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("RevokeKey", kRevokeKey, {at_ms, id}));
+    if (rows.affected() == 0) return NotFound("key " + id.substr(0, 80) + " not found");
+    return Status::Ok();
   }
 
   Status HeartbeatNode(const NodeRecord& r) override {

@@ -128,6 +128,13 @@ OperationRecord ReadOperation(Stmt& s) {
   return r;
 }
 
+#define KEY_COLS "id, team, name, salt, secret_sha256, scopes_json, created_at_ms, expires_at_ms, revoked_at_ms"
+
+ApiKeyRecord KeyFromRow(Stmt& s) {
+  return {s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), ParseStringList(s.Text(5)),
+          s.Int(6),  s.Int(7),  s.Int(8)};
+}
+
 class SqliteStore : public Store {
  public:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
@@ -495,6 +502,69 @@ class SqliteStore : public Store {
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) return NotFound("unknown API key");
     return s.Text(0);
+  }
+
+  Status PutTeam(const TeamRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked("INSERT INTO teams (name, created_at_ms) VALUES (?,?) ON CONFLICT (name) DO NOTHING",
+                              {r.name, r.created_at_ms}));
+    if (sqlite3_changes(db_) == 0) return Conflict("team " + r.name + " exists");
+    return Status::Ok();
+  }
+
+  Result<std::vector<TeamRecord>> ListTeams() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT name, created_at_ms FROM teams ORDER BY name");
+    std::vector<TeamRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Int(1)});
+    }
+    return out;
+  }
+
+  Status PutKey(const ApiKeyRecord& r) override {
+    if (!IsSha256Hex(r.secret_sha256)) return InvalidArgument("keys are stored only as SHA-256 hex digests");
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked("INSERT INTO scoped_keys (" KEY_COLS
+                              ") VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING",
+                              {r.id, r.team, r.name, r.salt, r.secret_sha256, EncodeStringList(r.scopes),
+                               r.created_at_ms, r.expires_at_ms, r.revoked_at_ms}));
+    if (sqlite3_changes(db_) == 0) return Conflict("key " + r.id + " exists");
+    return Status::Ok();
+  }
+
+  Result<ApiKeyRecord> GetKey(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT " KEY_COLS " FROM scoped_keys WHERE id = ?");
+    RETURN_IF_ERROR(s.Bind({id}));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("key " + id.substr(0, 80) + " not found");
+    return KeyFromRow(s);
+  }
+
+  Result<std::vector<ApiKeyRecord>> ListKeys(const std::string& team) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, team.empty() ? "SELECT " KEY_COLS " FROM scoped_keys ORDER BY created_at_ms, id"
+                             : "SELECT " KEY_COLS " FROM scoped_keys WHERE team = ? ORDER BY created_at_ms, id");
+    if (!team.empty()) RETURN_IF_ERROR(s.Bind({team}));
+    std::vector<ApiKeyRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back(KeyFromRow(s));
+    }
+    return out;
+  }
+
+  Status RevokeKey(const std::string& id, int64_t at_ms) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked(
+        "UPDATE scoped_keys SET revoked_at_ms = CASE WHEN revoked_at_ms = 0 THEN ? ELSE revoked_at_ms END WHERE id = ?",
+        {at_ms, id}));
+    if (sqlite3_changes(db_) == 0) return NotFound("key " + id.substr(0, 80) + " not found");
+    return Status::Ok();
   }
 
   // Fleet: nodes and jobs. The SQL matches postgres_store.cc; SQLite has no SKIP LOCKED, and

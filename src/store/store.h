@@ -46,6 +46,28 @@ struct SandboxRecord {
   std::string policy_json = "{}";  // rolling snapshots: {"every_s", "keep", "max_age_s"}
 };
 
+// A team (api: /v1/teams). "default" is the admin team and exists without a row.
+struct TeamRecord {
+  std::string name;
+  int64_t created_at_ms = 0;
+};
+
+// A key made through the API (/v1/keys): the key is "space.<id>.<secret>"; the store keeps
+// only a random salt and SHA-256(salt || secret), so neither a stolen database nor a timing
+// difference in a lookup by digest gives the key away. Revoked keys stay (revoked_at_ms set)
+// so the audit of what they did still names them.
+struct ApiKeyRecord {
+  std::string id;  // "key_..."
+  std::string team;
+  std::string name;
+  std::string salt;                 // 32 hex digits
+  std::string secret_sha256;        // hex SHA-256 of salt || secret
+  std::vector<std::string> scopes;  // api/scopes.h
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;  // 0: never
+  int64_t revoked_at_ms = 0;  // 0: live
+};
+
 // An opened preview port of a sandbox (api: /v1/sandboxes/{id}/ports). Port 0 opens every
 // port (what an E2B create asks for: E2B sandboxes serve any port publicly). The token is
 // stored as SHA-256 hex only, like an API key.
@@ -224,6 +246,15 @@ class Store {
   // in clear by mistake.
   virtual Status PutApiKey(const std::string& key_sha256, const std::string& team, const std::string& name) = 0;
   virtual Result<std::string> TeamForApiKey(const std::string& key_sha256) = 0;  // not_found
+
+  // Teams and keys made through the API. PutTeam answers conflict for a name that exists.
+  virtual Status PutTeam(const TeamRecord& r) = 0;
+  virtual Result<std::vector<TeamRecord>> ListTeams() = 0;                          // by name
+  virtual Status PutKey(const ApiKeyRecord& r) = 0;                                 // insert; conflict for an id in use
+  virtual Result<ApiKeyRecord> GetKey(const std::string& id) = 0;                   // not_found
+  virtual Result<std::vector<ApiKeyRecord>> ListKeys(const std::string& team) = 0;  // "" all; by creation
+  // Sets revoked_at_ms once (a second revoke keeps the first time); not_found.
+  virtual Status RevokeKey(const std::string& id, int64_t at_ms) = 0;
 
   // The store's clock (ms since the epoch). Fleet members stamp and compare heartbeats and
   // leases on it, never on their own clocks, so a node whose clock is off is not declared lost.

@@ -321,6 +321,43 @@ TEST_P(StoreTest, CredentialsProfilesArePerTeam) {
   EXPECT_EQ((*sc)[0].placeholder, "space-cred-y");
 }
 
+TEST_P(StoreTest, TeamsAndKeys) {
+  ASSERT_TRUE(store_->PutTeam({"team-b", 5}).ok());
+  ASSERT_TRUE(store_->PutTeam({"team-a", 6}).ok());
+  EXPECT_EQ(store_->PutTeam({"team-a", 7}).code(), StatusCode::kConflict);
+  auto teams = store_->ListTeams();
+  ASSERT_TRUE(teams.ok());
+  ASSERT_EQ(teams->size(), 2u);
+  EXPECT_EQ((*teams)[0].name, "team-a");
+  EXPECT_EQ((*teams)[0].created_at_ms, 6);
+
+  ApiKeyRecord k{"key_1", "team-a", "ci", std::string(32, '1'), std::string(64, 'a'), {"sandboxes:read"}, 10, 99, 0};
+  ASSERT_TRUE(store_->PutKey(k).ok());
+  EXPECT_EQ(store_->PutKey(k).code(), StatusCode::kConflict);
+  ApiKeyRecord clear = k;
+  clear.id = "key_2";
+  clear.secret_sha256 = "the-key-itself";
+  EXPECT_EQ(store_->PutKey(clear).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(
+      store_->PutKey({"key_3", "team-b", "bot", std::string(32, '3'), std::string(64, 'c'), {}, 11, 0, 0}).ok());
+  auto got = store_->GetKey("key_1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->team, "team-a");
+  EXPECT_EQ(got->salt, std::string(32, '1'));
+  EXPECT_EQ(got->secret_sha256, std::string(64, 'a'));
+  EXPECT_EQ(got->scopes, std::vector<std::string>{"sandboxes:read"});
+  EXPECT_EQ(got->expires_at_ms, 99);
+  EXPECT_EQ(got->revoked_at_ms, 0);
+  EXPECT_EQ(store_->GetKey("key_9").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListKeys("")->size(), 2u);
+  ASSERT_EQ(store_->ListKeys("team-b")->size(), 1u);
+  EXPECT_EQ((*store_->ListKeys("team-b"))[0].id, "key_3");
+  ASSERT_TRUE(store_->RevokeKey("key_1", 50).ok());
+  ASSERT_TRUE(store_->RevokeKey("key_1", 60).ok());  // the first time stays
+  EXPECT_EQ(store_->GetKey("key_1")->revoked_at_ms, 50);
+  EXPECT_EQ(store_->RevokeKey("key_9", 60).code(), StatusCode::kNotFound);
+}
+
 TEST_P(StoreTest, PortsPutListDelete) {
   ASSERT_TRUE(store_->PutPort({"sbx_a", 8000, "t1", false, false, std::string(64, 'a'), 5}).ok());
   ASSERT_TRUE(store_->PutPort({"sbx_a", 3000, "t1", true, true, "", 6}).ok());

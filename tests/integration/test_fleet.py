@@ -480,7 +480,7 @@ class FleetTest(unittest.TestCase):
         ws.close()
         self.f.call(s, "DELETE", "/v1/sandboxes/%s?wait=true" % sid)
 
-    def test_server_refuses_unknown_keys_and_other_teams(self):
+    def test_server_refuses_unknown_keys_and_other_teams_and_revoked_keys(self):
         # Started as root, a server serves as nobody, with no capabilities.
         with open("/proc/%d/status" % self.f.servers[1].proc.pid) as f:
             status = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
@@ -495,6 +495,32 @@ class FleetTest(unittest.TestCase):
         self.assertEqual((st, d["code"]), (404, "not_found"))
         st, d = self.f.call(s, "GET", "/v1/operations/op_nope")
         self.assertEqual(st, 404)
+
+        # A key made on one server works through every server and node; revoked on one, its
+        # next call is refused on every server (each checks the shared store on every call).
+        s0 = self.f.servers[0].url
+        self.assertEqual(self.f.call(s0, "POST", "/v1/teams", {"name": "fleet-b"})[0], 201)
+        st, k = self.f.call(s0, "POST", "/v1/keys", {"team": "fleet-b", "name": "ci"})
+        self.assertEqual(st, 201, k)
+        self.f.key = k["key"]
+        try:
+            st, d = self.f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "busybox"})
+            self.assertEqual((st, d["sandbox"]["team"]), (201, "fleet-b"), d)
+            sid = d["sandbox"]["id"]
+            st, d = self.f.call(s0, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["echo", "b"]})
+            self.assertEqual((st, d.get("stdout")), (200, "b\n"), d)
+            self.assertEqual(self.f.call(s0, "DELETE", "/v1/sandboxes/%s?wait=true" % sid)[0], 204)
+        finally:
+            self.f.key = key
+        self.assertEqual(self.f.call(s, "DELETE", "/v1/keys/" + k["id"])[0], 204)
+        self.f.key = k["key"]
+        try:
+            for url in (s0, s):
+                st, d = self.f.call(url, "GET", "/v1/sandboxes")
+                self.assertEqual((st, d["code"]), (401, "unauthenticated"), url)
+                self.assertIn("revoked", d["message"])
+        finally:
+            self.f.key = key
 
 
 if __name__ == "__main__":

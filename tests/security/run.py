@@ -13,7 +13,6 @@ runs the in-sandbox attempts (probe.py) as the sandbox's root and as its `user` 
 """
 import argparse
 import ctypes
-import hashlib
 import json
 import os
 import random
@@ -133,14 +132,12 @@ def setup(ctx, rate_limit):
     r = subprocess.run([SPACE_BIN, "template", "build", "base"], env=ctx.s.env(), capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("building base failed:\n" + r.stdout[-3000:] + r.stderr[-3000:])
-    # A second team: its key goes straight into the store, hashed as the server hashes keys
-    # (there is no key-management API yet).
-    ctx.key_b = "space_" + secrets.token_hex(24)
-    db = sqlite3.connect(os.path.join(data_dir, "state.db"), timeout=30)
-    db.execute("INSERT OR REPLACE INTO api_keys (key_sha256, team, name) VALUES (?,?,?)",
-               (hashlib.sha256(ctx.key_b.encode()).hexdigest(), "team-b", "security-suite"))
-    db.commit()
-    db.close()
+    # A second team and its key, made through the API as an operator would.
+    st, d = ctx.json("POST", "/v1/teams", {"name": "team-b"})
+    assert st in (201, 409), (st, d)
+    st, d = ctx.json("POST", "/v1/keys", {"team": "team-b", "name": "security-suite"})
+    assert st == 201, (st, d)
+    ctx.key_b, ctx.key_b_id = d["key"], d["id"]
     assert ctx.json("PUT", "/v1/egress-profiles/testnet", PROFILE)[0] == 200
     assert ctx.json("PUT", "/v1/credentials/tok", {"secret": SECRET, "hosts": ["cred.test.example"], "env": "TOKEN"})[0] == 200
     ctx.created = []
@@ -1242,11 +1239,64 @@ def _(ctx):
 def _(ctx):
     db = sqlite3.connect(os.path.join(ctx.s.data_dir, "state.db"), timeout=30)
     rows = db.execute("SELECT key_sha256 FROM api_keys").fetchall()
+    scoped = db.execute("SELECT salt, secret_sha256 FROM scoped_keys").fetchall()
     db.close()
-    raw = open(os.path.join(ctx.s.data_dir, "state.db"), "rb").read()
-    plain = ctx.s.key.encode() in raw or ctx.key_b.encode() in raw
-    return rows and all(re.fullmatch(r"[0-9a-f]{64}", r[0]) for r in rows) and not plain, \
-        "%d keys, all SHA-256 hex; key text in the database file: %s" % (len(rows), plain)
+    raw = b""
+    for name in ("state.db", "state.db-wal"):
+        path = os.path.join(ctx.s.data_dir, name)
+        if os.path.exists(path):
+            raw += open(path, "rb").read()
+    secret_b = ctx.key_b.rsplit(".", 1)[1].encode()
+    plain = ctx.s.key.encode() in raw or secret_b in raw
+    if not scoped:
+        return None, "control: no key made through /v1/keys is in the store"
+    return (rows and all(re.fullmatch(r"[0-9a-f]{64}", r[0]) for r in rows) and not plain and
+            all(re.fullmatch(r"[0-9a-f]{32}", s) and re.fullmatch(r"[0-9a-f]{64}", h) for s, h in scoped)), \
+        "%d digest keys, %d salted keys; key text in the database files: %s" % (len(rows), len(scoped), plain)
+
+
+@attempt("api.keys.scope_confinement")
+def _(ctx):
+    # A read-only key tries every kind of write; a templates key reaches for sandboxes and
+    # the admin routes; neither may mint a key with more than it has.
+    st, ro = ctx.json("POST", "/v1/keys", {"team": "team-b", "name": "ro", "scopes": ["sandboxes:read"]})
+    st2, tk = ctx.json("POST", "/v1/keys", {"team": "team-b", "name": "tpl", "scopes": ["templates:write"]})
+    if st != 201 or st2 != 201:
+        return None, "control: keys not made: %s %s" % (st, st2)
+    tries = [
+        (ro["key"], "POST", "/v1/sandboxes", {"template": "base"}),
+        (ro["key"], "PUT", "/v1/egress-profiles/x", {"allow": [{"host": "evil.example"}]}),
+        (ro["key"], "PUT", "/v1/credentials/x", {"secret": "s", "hosts": ["evil.example"]}),
+        (ro["key"], "POST", "/v1/templates", {"name": "x", "steps": []}),
+        (ro["key"], "POST", "/v1/keys", {"team": "team-b", "name": "more", "scopes": ["sandboxes:write"]}),
+        (ro["key"], "POST", "/v1/teams", {"name": "mine"}),
+        (tk["key"], "GET", "/v1/sandboxes", None),
+        (tk["key"], "GET", "/v1/keys", None),
+        (tk["key"], "DELETE", "/v1/keys/" + ctx.key_b_id, None),
+        (tk["key"], "GET", "/v1/nodes", None),
+    ]
+    outs = [ctx.call(m, p, b, key=k)[0] for k, m, p, b in tries]
+    control = ctx.call("GET", "/v1/sandboxes", key=ro["key"])[0], ctx.call("GET", "/v1/templates", key=tk["key"])[0]
+    ctx.call("DELETE", "/v1/keys/" + ro["id"])
+    ctx.call("DELETE", "/v1/keys/" + tk["id"])
+    if control != (200, 200):
+        return None, "control: each key's own area answered %s" % (control,)
+    return all(st == 403 for st in outs), "answers %s (own areas %s)" % (outs, control)
+
+
+@attempt("api.keys.revoked_key_refused_at_once")
+def _(ctx):
+    st, k = ctx.json("POST", "/v1/keys", {"team": "team-b", "name": "revoke-me"})
+    if st != 201:
+        return None, "control: key not made: %s" % st
+    before = ctx.call("GET", "/v1/sandboxes", key=k["key"])[0]
+    ctx.call("DELETE", "/v1/keys/" + k["id"])
+    after = [ctx.call("GET", "/v1/sandboxes", key=k["key"], retry=False)[0],
+             ctx.s.call("GET", "/sandboxes", key=False, headers={"X-API-Key": k["key"]})[0],
+             ws_status(lambda: terminal_ws(ctx, ctx.b, key=k["key"]))]
+    if before != 200:
+        return None, "control: the key before its revoke got %s" % before
+    return all(st == 401 for st in after), "after the revoke: v1 %s, E2B %s, terminal %s" % tuple(after)
 
 
 # ---------------------------------------------------------------------------------------------
