@@ -8,6 +8,7 @@
 #include "http/authenticator.h"
 #include "http/scopes.h"
 #include "http/validate.h"
+#include "store/quotas.h"
 
 namespace space::api {
 namespace {
@@ -40,26 +41,66 @@ Result<bool> TeamExists(store::Store* store, const std::string& name) {
   return std::any_of(teams.begin(), teams.end(), [&](const store::TeamRecord& t) { return t.name == name; });
 }
 
+nlohmann::json TeamJson(const store::TeamRecord& t) {
+  return {{"name", t.name}, {"created_at", FormatRfc3339(t.created_at_ms)}, {"quotas", t.quotas}};
+}
+
 void CreateTeam(store::Store* store, Request& req, Responder& res) {
   auto b = ParseObject(req.body);
   if (!b.ok()) return res.SendError(b.status());
-  if (Status st = CheckKnownFields(*b, {"name"}); !st.ok()) return res.SendError(st);
+  if (Status st = CheckKnownFields(*b, {"name", "quotas"}); !st.ok()) return res.SendError(st);
   auto name = GetString(*b, "name", "", 63);
   if (!name.ok()) return res.SendError(name.status());
   if (!IsTemplateName(*name))
     return res.SendError(InvalidArgument("field 'name' must match [a-z0-9][a-z0-9._-]{0,62}"));
   if (*name == kAdminTeam) return res.SendError(Conflict("team default exists (the admin team)"));
   store::TeamRecord t{*name, WallNowMs()};
+  if (b->contains("quotas") && !(*b)["quotas"].is_null()) {
+    auto q = store::ParseQuotas((*b)["quotas"]);
+    if (!q.ok()) return res.SendError(q.status());
+    t.quotas = *q;
+  }
   if (Status st = store->PutTeam(t); !st.ok()) return res.SendError(st);
-  Audit(store, t.name, "team_create", {{"team", t.name}, {"by", req.key_id}});
-  res.SendJson(201, {{"name", t.name}, {"created_at", FormatRfc3339(t.created_at_ms)}});
+  Audit(store, t.name, "team_create", {{"team", t.name}, {"quotas", t.quotas}, {"by", req.key_id}});
+  res.SendJson(201, TeamJson(t));
+}
+
+// GET /v1/teams/{name}: the team, its quotas and what it holds now.
+void GetTeam(store::Store* store, Responder& res, const std::string& name) {
+  store::TeamRecord t{name, 0};
+  if (name != kAdminTeam) {
+    auto found = store->GetTeam(name);
+    if (!found.ok()) return res.SendError(found.status());
+    t = *found;
+  }
+  auto usage = store::UsageOf(store, name);
+  if (!usage.ok()) return res.SendError(usage.status());
+  nlohmann::json j = TeamJson(t);
+  if (name == kAdminTeam) j["created_at"] = nullptr;
+  j["usage"] = usage->ToJson();
+  res.SendJson(200, j);
+}
+
+// PUT /v1/teams/{name} {"quotas"}: replaces the team's quotas ({} lifts them all).
+void SetQuotas(store::Store* store, Request& req, Responder& res, const std::string& name) {
+  auto b = ParseObject(req.body);
+  if (!b.ok()) return res.SendError(b.status());
+  if (Status st = CheckKnownFields(*b, {"quotas"}); !st.ok()) return res.SendError(st);
+  if (!b->contains("quotas")) return res.SendError(InvalidArgument("field 'quotas' is required"));
+  if (name == kAdminTeam) return res.SendError(InvalidArgument("the admin team has no quotas"));
+  auto q = store::ParseQuotas((*b)["quotas"]);
+  if (!q.ok()) return res.SendError(q.status());
+  if (Status st = store->SetTeamQuotas(name, *q); !st.ok()) return res.SendError(st);
+  Audit(store, name, "team_quotas", {{"team", name}, {"quotas", *q}, {"by", req.key_id}});
+  GetTeam(store, res, name);
 }
 
 void ListTeams(store::Store* store, Responder& res) {
   auto teams = store->ListTeams();
   if (!teams.ok()) return res.SendError(teams.status());
-  nlohmann::json out = nlohmann::json::array({{{"name", kAdminTeam}, {"created_at", nullptr}}});
-  for (const auto& t : *teams) out.push_back({{"name", t.name}, {"created_at", FormatRfc3339(t.created_at_ms)}});
+  nlohmann::json out =
+      nlohmann::json::array({{{"name", kAdminTeam}, {"created_at", nullptr}, {"quotas", nlohmann::json::object()}}});
+  for (const auto& t : *teams) out.push_back(TeamJson(t));
   res.SendJson(200, {{"teams", out}});
 }
 
@@ -158,6 +199,10 @@ bool HandleTeamsAndKeys(store::Store* store, Request& req, Responder& res) {
     CreateTeam(store, req, res);
   } else if (p[1] == "teams" && p.size() == 2 && m == "GET") {
     ListTeams(store, res);
+  } else if (p[1] == "teams" && p.size() == 3 && m == "GET") {
+    GetTeam(store, res, p[2]);
+  } else if (p[1] == "teams" && p.size() == 3 && m == "PUT") {
+    SetQuotas(store, req, res, p[2]);
   } else if (p.size() == 2 && m == "POST") {
     CreateKey(store, req, res);
   } else if (p.size() == 2 && m == "GET") {

@@ -1,4 +1,4 @@
-// Teams and API keys over the API (/v1/teams, /v1/keys; docs/keys.md), answered from the
+// Teams, their quotas, and API keys over the API (/v1/teams, /v1/keys; docs/keys.md), answered from the
 // store by nodes and fleet servers alike. Admin keys only, except GET /v1/keys/self. A key is
 // shown once, when it is made; the store keeps a salt and a salted digest (store.h). Creating
 // and revoking keys are audited (kind "admin") in the key's team.

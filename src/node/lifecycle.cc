@@ -16,6 +16,7 @@
 #include "node/template_start.h"
 #include "node/templates.h"
 #include "runtime/vm/vm_runtime.h"
+#include "store/quotas.h"
 
 namespace space::node {
 namespace {
@@ -135,6 +136,8 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
   if (req.runtime == store::RuntimeKind::kVm && !d_.runtimes->vm()) {
     return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
   }
+  // The team's quotas (store/quotas.h), before a pooled sandbox is taken.
+  RETURN_IF_ERROR(store::AdmitSandbox(d_.store, req.team, req.resources));
   // Warm pools hold sandboxes of a template, never a restore; a pooled VM has no NIC backend,
   // fixed vCPUs and a disk of the pool's size (lifecycle_warm.cc).
   const bool vm_create = req.runtime == store::RuntimeKind::kVm;

@@ -6,6 +6,7 @@
 #include "node/lifecycle.h"
 #include "node/owned_sandbox.h"
 #include "node/runtimes.h"
+#include "store/quotas.h"
 
 namespace space::node {
 namespace {
@@ -32,6 +33,8 @@ Result<store::OperationRecord> Lifecycle::Pause(const std::string& team, const s
 Result<store::OperationRecord> Lifecycle::Resume(const std::string& team, const std::string& id) {
   ASSIGN_OR_RETURN(store::Sandbox rec,
                    GetOwnedInState(d_.store, team, id, {SandboxState::kPaused, SandboxState::kSuspended}, "resume"));
+  // Suspended, it held no node's resources: coming back counts against the team's quotas.
+  if (rec.state == SandboxState::kSuspended) RETURN_IF_ERROR(store::AdmitSandbox(d_.store, team, rec.resources));
   d_.audit->Record(team, id, "lifecycle", "resume", {{"from", store::StateName(rec.state)}});
   if (rec.state == SandboxState::kSuspended) {
     return d_.ops->Submit(team, "resume", id, [this, id] { return RunResumeFromStore(id); });
@@ -124,6 +127,8 @@ Result<std::vector<SandboxAndOp>> Lifecycle::Fork(const std::string& team, const
     return InvalidArgument("count must be between 1 and " + std::to_string(kMaxForks));
   }
   ASSIGN_OR_RETURN(store::Sandbox parent, Get(team, id));
+  // All the forks fit in the team's quotas, or none is made.
+  RETURN_IF_ERROR(store::AdmitSandbox(d_.store, team, parent.resources, count));
   std::string from = snap_id;
   if (from.empty()) {
     ASSIGN_OR_RETURN(store::SnapshotRecord now, d_.snapshots->Take(team, id, "fork"));

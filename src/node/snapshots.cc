@@ -16,6 +16,7 @@
 #include "snapshot/gc.h"
 #include "snapshot/restorer.h"
 #include "snapshot/store_lock.h"
+#include "store/quotas.h"
 
 namespace space::node {
 namespace {
@@ -93,6 +94,7 @@ Result<store::SnapshotRecord> Snapshots::Take(const std::string& team, const std
                                               const std::string& label) {
   RETURN_IF_ERROR(
       GetOwnedInState(d_.store, team, id, {SandboxState::kRunning, SandboxState::kPaused}, "snapshot").status());
+  RETURN_IF_ERROR(store::AdmitSnapshot(d_.store, team));
   auto snap = std::make_shared<store::SnapshotRecord>();
   snap->id = NewId("snap");
   snap->team = team;

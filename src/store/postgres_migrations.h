@@ -184,6 +184,10 @@ CREATE TABLE scoped_keys (
 );
 CREATE INDEX scoped_keys_team ON scoped_keys (team, created_at_ms);
 )sql",
+    // 8: per-team quotas.
+    R"sql(
+ALTER TABLE teams ADD COLUMN quotas_json TEXT NOT NULL DEFAULT '{}';
+)sql",
 };
 
 }  // namespace space::store

@@ -162,9 +162,11 @@ constexpr Statement kPutApiKey{"put_api_key",
 constexpr Statement kTeamForApiKey{"team_for_api_key", "SELECT team FROM api_keys WHERE key_sha256 = $1"};
 
 #define KEY_COLS "id, team, name, salt, secret_sha256, scopes_json, created_at_ms, expires_at_ms, revoked_at_ms"
-constexpr Statement kPutTeam{"put_team",
-                             "INSERT INTO teams (name, created_at_ms) VALUES ($1,$2) ON CONFLICT (name) DO NOTHING"};
-constexpr Statement kListTeams{"list_teams", "SELECT name, created_at_ms FROM teams ORDER BY name"};
+constexpr Statement kPutTeam{
+    "put_team", "INSERT INTO teams (name, created_at_ms, quotas_json) VALUES ($1,$2,$3) ON CONFLICT (name) DO NOTHING"};
+constexpr Statement kListTeams{"list_teams", "SELECT name, created_at_ms, quotas_json FROM teams ORDER BY name"};
+constexpr Statement kGetTeam{"get_team", "SELECT name, created_at_ms, quotas_json FROM teams WHERE name = $1"};
+constexpr Statement kSetTeamQuotas{"set_team_quotas", "UPDATE teams SET quotas_json = $1 WHERE name = $2"};
 constexpr Statement kPutKey{"put_key", "INSERT INTO scoped_keys (" KEY_COLS
                                        ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT (id) DO NOTHING"};
 constexpr Statement kGetKey{"get_key", "SELECT " KEY_COLS " FROM scoped_keys WHERE id = $1"};
@@ -496,14 +498,28 @@ class PostgresStore : public Store {
   }
 
   Status PutTeam(const TeamRecord& r) override {
-    ASSIGN_OR_RETURN(PgRows rows, Query("PutTeam", kPutTeam, {r.name, r.created_at_ms}));
+    ASSIGN_OR_RETURN(PgRows rows, Query("PutTeam", kPutTeam, {r.name, r.created_at_ms, r.quotas.dump()}));
     if (rows.affected() == 0) return Conflict("team " + r.name + " exists");
     return Status::Ok();
   }
 
   Result<std::vector<TeamRecord>> ListTeams() override {
     ASSIGN_OR_RETURN(PgRows rows, Query("ListTeams", kListTeams, {}));
-    return ReadAll<TeamRecord>(rows, [](const PgRows& s, int i) { return TeamRecord{s.Text(i, 0), s.Int(i, 1)}; });
+    return ReadAll<TeamRecord>(rows, [](const PgRows& s, int i) {
+      return TeamRecord{s.Text(i, 0), s.Int(i, 1), ParseObject(s.Text(i, 2))};
+    });
+  }
+
+  Result<TeamRecord> GetTeam(const std::string& name) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetTeam", kGetTeam, {name}));
+    if (rows.size() == 0) return NotFound("team " + name.substr(0, 64) + " not found");
+    return TeamRecord{rows.Text(0, 0), rows.Int(0, 1), ParseObject(rows.Text(0, 2))};
+  }
+
+  Status SetTeamQuotas(const std::string& name, const nlohmann::json& quotas) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("SetTeamQuotas", kSetTeamQuotas, {quotas.dump(), name}));
+    if (rows.affected() == 0) return NotFound("team " + name.substr(0, 64) + " not found");
+    return Status::Ok();
   }
 
   Status PutKey(const ApiKeyRecord& r) override {

@@ -506,22 +506,39 @@ class SqliteStore : public Store {
 
   Status PutTeam(const TeamRecord& r) override {
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(RunLocked("INSERT INTO teams (name, created_at_ms) VALUES (?,?) ON CONFLICT (name) DO NOTHING",
-                              {r.name, r.created_at_ms}));
+    RETURN_IF_ERROR(
+        RunLocked("INSERT INTO teams (name, created_at_ms, quotas_json) VALUES (?,?,?) ON CONFLICT (name) DO NOTHING",
+                  {r.name, r.created_at_ms, r.quotas.dump()}));
     if (sqlite3_changes(db_) == 0) return Conflict("team " + r.name + " exists");
     return Status::Ok();
   }
 
   Result<std::vector<TeamRecord>> ListTeams() override {
     std::lock_guard<std::mutex> lock(mu_);
-    Stmt s(db_, "SELECT name, created_at_ms FROM teams ORDER BY name");
+    Stmt s(db_, "SELECT name, created_at_ms, quotas_json FROM teams ORDER BY name");
     std::vector<TeamRecord> out;
     for (;;) {
       ASSIGN_OR_RETURN(bool row, s.Step());
       if (!row) break;
-      out.push_back({s.Text(0), s.Int(1)});
+      out.push_back({s.Text(0), s.Int(1), ParseObject(s.Text(2))});
     }
     return out;
+  }
+
+  Result<TeamRecord> GetTeam(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT name, created_at_ms, quotas_json FROM teams WHERE name = ?");
+    RETURN_IF_ERROR(s.Bind({name}));
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return NotFound("team " + name.substr(0, 64) + " not found");
+    return TeamRecord{s.Text(0), s.Int(1), ParseObject(s.Text(2))};
+  }
+
+  Status SetTeamQuotas(const std::string& name, const nlohmann::json& quotas) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked("UPDATE teams SET quotas_json = ? WHERE name = ?", {quotas.dump(), name}));
+    if (sqlite3_changes(db_) == 0) return NotFound("team " + name.substr(0, 64) + " not found");
+    return Status::Ok();
   }
 
   Status PutKey(const ApiKeyRecord& r) override {

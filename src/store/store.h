@@ -50,6 +50,9 @@ struct SandboxRecord {
 struct TeamRecord {
   std::string name;
   int64_t created_at_ms = 0;
+  // {"sandboxes", "cpus", "memory_mb", "disk_mb", "snapshots"}: limits (store/quotas.h); a
+  // missing member is no limit.
+  nlohmann::json quotas = nlohmann::json::object();
 };
 
 // A key made through the API (/v1/keys): the key is "space.<id>.<secret>"; the store keeps
@@ -250,6 +253,8 @@ class Store {
   // Teams and keys made through the API. PutTeam answers conflict for a name that exists.
   virtual Status PutTeam(const TeamRecord& r) = 0;
   virtual Result<std::vector<TeamRecord>> ListTeams() = 0;                          // by name
+  virtual Result<TeamRecord> GetTeam(const std::string& name) = 0;                  // not_found
+  virtual Status SetTeamQuotas(const std::string& name, const nlohmann::json& quotas) = 0;  // not_found
   virtual Status PutKey(const ApiKeyRecord& r) = 0;                                 // insert; conflict for an id in use
   virtual Result<ApiKeyRecord> GetKey(const std::string& id) = 0;                   // not_found
   virtual Result<std::vector<ApiKeyRecord>> ListKeys(const std::string& team) = 0;  // "" all; by creation

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "store/pg_test_db.h"
 #include "store/postgres_store.h"
+#include "store/quotas.h"
 #include "store/store.h"
 
 namespace space::store {
@@ -330,6 +331,12 @@ TEST_P(StoreTest, TeamsAndKeys) {
   ASSERT_EQ(teams->size(), 2u);
   EXPECT_EQ((*teams)[0].name, "team-a");
   EXPECT_EQ((*teams)[0].created_at_ms, 6);
+  EXPECT_EQ((*teams)[0].quotas, nlohmann::json::object());
+  ASSERT_TRUE(store_->SetTeamQuotas("team-a", {{"sandboxes", 3}, {"cpus", 1.5}}).ok());
+  EXPECT_EQ(store_->GetTeam("team-a")->quotas["sandboxes"], 3);
+  EXPECT_EQ(store_->GetTeam("team-a")->quotas["cpus"], 1.5);
+  EXPECT_EQ(store_->GetTeam("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->SetTeamQuotas("nope", nlohmann::json::object()).code(), StatusCode::kNotFound);
 
   ApiKeyRecord k{"key_1", "team-a", "ci", std::string(32, '1'), std::string(64, 'a'), {"sandboxes:read"}, 10, 99, 0};
   ASSERT_TRUE(store_->PutKey(k).ok());
@@ -356,6 +363,56 @@ TEST_P(StoreTest, TeamsAndKeys) {
   ASSERT_TRUE(store_->RevokeKey("key_1", 60).ok());  // the first time stays
   EXPECT_EQ(store_->GetKey("key_1")->revoked_at_ms, 50);
   EXPECT_EQ(store_->RevokeKey("key_9", 60).code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, QuotasCountWhatATeamHolds) {
+  ASSERT_TRUE(store_->PutTeam({"quota-t", 1, {{"sandboxes", 2}, {"cpus", 3}, {"snapshots", 1}}}).ok());
+  Resources r;
+  r.cpus = 2;
+  EXPECT_TRUE(AdmitSandbox(store_.get(), "quota-t", r).ok());
+  Sandbox s;
+  s.id = "sbx_q1";
+  s.team = "quota-t";
+  s.state = SandboxState::kRunning;
+  s.resources = r;
+  ASSERT_TRUE(store_->PutSandbox(s).ok());
+  Status over = AdmitSandbox(store_.get(), "quota-t", r);  // 2 + 2 cpus > 3
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("quota 'cpus'"), std::string::npos) << over.message();
+  r.cpus = 1;
+  EXPECT_TRUE(AdmitSandbox(store_.get(), "quota-t", r).ok());
+  s.id = "sbx_q2";
+  ASSERT_TRUE(store_->PutSandbox(s).ok());
+  s.id = "sbx_q3";
+  s.state = SandboxState::kSuspended;  // holds no node resources: not counted
+  ASSERT_TRUE(store_->PutSandbox(s).ok());
+  over = AdmitSandbox(store_.get(), "quota-t", r);
+  EXPECT_NE(over.message().find("quota 'sandboxes'"), std::string::npos) << over.message();
+  // Other teams, the admin team and teams without a row are not limited.
+  EXPECT_TRUE(AdmitSandbox(store_.get(), "default", r).ok());
+  EXPECT_TRUE(AdmitSandbox(store_.get(), "no-row", r).ok());
+  auto u = UsageOf(store_.get(), "quota-t");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->sandboxes, 2);
+  EXPECT_EQ(u->cpus, 4);
+  EXPECT_TRUE(AdmitSnapshot(store_.get(), "quota-t").ok());
+  SnapshotRecord snap;
+  snap.id = "snap_q1";
+  snap.team = "quota-t";
+  snap.sandbox = "sbx_q1";
+  ASSERT_TRUE(store_->PutSnapshot(snap).ok());
+  EXPECT_EQ(AdmitSnapshot(store_.get(), "quota-t").code(), StatusCode::kResourceExhausted);
+}
+
+TEST(QuotasTest, ParsesAndRefuses) {
+  auto q = ParseQuotas({{"sandboxes", 3}, {"cpus", 1.5}, {"memory_mb", nullptr}});
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(*q, nlohmann::json({{"sandboxes", 3}, {"cpus", 1.5}}));
+  for (const nlohmann::json& bad :
+       {nlohmann::json({{"gpus", 1}}), nlohmann::json({{"sandboxes", -1}}), nlohmann::json({{"sandboxes", 1.5}}),
+        nlohmann::json({{"cpus", "2"}}), nlohmann::json::array()}) {
+    EXPECT_EQ(ParseQuotas(bad).status().code(), StatusCode::kInvalidArgument) << bad.dump();
+  }
 }
 
 TEST_P(StoreTest, PortsPutListDelete) {

@@ -130,6 +130,26 @@ class KeysTest(unittest.TestCase):
         self.assertEqual(st, 401, d)
         self.assertIn("expired", d["message"])
 
+    def test_quotas(self):
+        st, d = self.s.json("POST", "/v1/teams", {"name": "quota-team", "quotas": {"sandboxes": 1, "cpus": 1}})
+        self.assertIn(st, (201, 409), d)
+        st, d = self.s.json("PUT", "/v1/teams/quota-team", {"quotas": {"sandboxes": 1, "cpus": 1}})
+        self.assertEqual((st, d["quotas"]), (200, {"sandboxes": 1, "cpus": 1}), d)
+        self.assertEqual(self.s.json("PUT", "/v1/teams/quota-team", {"quotas": {"gpus": 1}})[0], 400)
+        k = self.make_key("quota-team")
+        st, d = self.as_key(k["key"], "POST", "/v1/sandboxes?wait=true", {"template": "busybox"})
+        self.assertEqual(st, 201, d)
+        sid = d["sandbox"]["id"]
+        st, d = self.as_key(k["key"], "POST", "/v1/sandboxes?wait=true", {"template": "busybox"})
+        self.assertEqual((st, d["code"]), (429, "resource_exhausted"), d)
+        self.assertIn("quota 'sandboxes'", d["message"])
+        st, d = self.s.json("GET", "/v1/teams/quota-team")
+        self.assertEqual((st, d["usage"]["sandboxes"]), (200, 1), d)
+        self.as_key(k["key"], "DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        st, d = self.as_key(k["key"], "POST", "/v1/sandboxes?wait=true", {"template": "busybox", "cpus": 2})
+        self.assertEqual(st, 429, d)
+        self.assertIn("quota 'cpus'", d["message"])
+
     def test_hostile_keys_and_bodies(self):
         self.make_team("hostile")
         k = self.make_key("hostile")
