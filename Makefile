@@ -25,12 +25,14 @@ test: build
 	@$(MAKE) --no-print-directory unit integration contract security
 	@$(MAKE) --no-print-directory abuse
 
-# The store's tests run against SQLite and against a throwaway PostgreSQL cluster that lives
-# only as long as ctest does; SPACE_TEST_PG_REQUIRED makes a missing database fail, not skip.
-PG_CLUSTER = SPACE_TEST_PG_REQUIRED=1 ./scripts/pg-test-cluster.sh run --
+# The store's tests run against SQLite and against a throwaway PostgreSQL cluster, the object
+# store's against a throwaway Ceph RGW (scripts/s3-test-cluster.sh); both live only as long as
+# the tests do. The *_REQUIRED variables make a missing server fail the tests, not skip them.
+TEST_SERVERS = SPACE_TEST_PG_REQUIRED=1 SPACE_TEST_S3_REQUIRED=1 ./scripts/s3-test-cluster.sh run -- \
+  ./scripts/pg-test-cluster.sh run --
 
 unit:
-	$(PG_CLUSTER) sh -c 'cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600'
+	$(TEST_SERVERS) sh -c 'cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600'
 
 integration:
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space python3 -m unittest discover -v -s tests/integration -p 'test_*.py'
@@ -89,7 +91,7 @@ asan: deps
 	@cmake -S . -B $(BUILD_DIR)-asan -DSPACE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
 	  -USPACE_COMPONENTS >/dev/null
 	@cmake --build $(BUILD_DIR)-asan -j$(JOBS)
-	$(PG_CLUSTER) sh -c 'cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600'
+	$(TEST_SERVERS) sh -c 'cd $(BUILD_DIR)-asan && ctest --output-on-failure -j$(JOBS) --timeout 600'
 
 # libFuzzer on the hostile-input parsers, FUZZ_SECONDS each (clang; each keeps its corpus in
 # $(BUILD_DIR)-fuzz/corpus-<target>, seeded from tests/fuzz/corpus/<target> where that exists).

@@ -20,6 +20,8 @@ PACKAGES=(
   python3 iproute2 sqlite3 openssl          # integration tests (openssl: the egress tests' CA)
   qemu-system-x86 e2fsprogs                 # the vm runtime: QEMU microVMs, ext4 disk images
   postgresql                                # throwaway cluster for the store tests (pg-test-cluster.sh)
+  libcurl4-openssl-dev curl                 # the S3 object store client (libcurl signs SigV4)
+  radosgw ceph-mon ceph-osd                 # throwaway S3 server for the tests (s3-test-cluster.sh)
   chromium                                  # browser tests (driven by playwright-core from npm)
 )
 
