@@ -8,7 +8,9 @@
 #   s3-test-cluster.sh run -- CMD...  start, run CMD with those variables exported, stop (also
 #                                     on failure or Ctrl-C); exits with CMD's status
 #
-# Everything lives in a fresh temp dir and listens on 127.0.0.1 only. The OSD keeps its
+# Everything lives in a fresh temp dir and listens on 127.0.0.1 only; S3_TEST_LISTEN (IPv4
+# addresses, space-separated) adds addresses radosgw also listens on, on the same port (a
+# fleet test's nodes reach it from their network namespaces at the host ends of their veths). The OSD keeps its
 # objects in memory (memstore) and cephx is off: the data is thrown away, and nothing but this
 # machine can reach the ports. The S3 user's keys are random per cluster. The bucket
 # `space-test` exists when `start` returns.
@@ -49,6 +51,11 @@ cmd_start() {
   access=$(head -c 10 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)
   secret=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
   conf=$dir/ceph.conf
+  local endpoints="endpoint=127.0.0.1:$rgw_port" addr
+  for addr in ${S3_TEST_LISTEN:-}; do
+    [[ "$addr" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || { rm -rf "$dir"; die "S3_TEST_LISTEN: '$addr' is not an IPv4 address"; }
+    endpoints+=" endpoint=$addr:$rgw_port"
+  done
   cat >"$conf" <<EOF
 [global]
 fsid = $fsid
@@ -83,7 +90,7 @@ osd objectstore = memstore
 memstore device bytes = 2147483648
 osd max object size = 134217728
 [client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$rgw_port
+rgw frontends = beast $endpoints
 rgw data = $dir/rgw
 rgw dns name = 127.0.0.1
 ms mon client mode = crc

@@ -278,6 +278,7 @@ void Api::Metrics(Request& req, Responder& res) {
   out += "# HELP space_sandboxes_live Sandboxes booted on this node.\n# TYPE space_sandboxes_live gauge\n";
   out += "space_sandboxes_live " + std::to_string(node_->live_count()) + "\n";
   out += node_->WarmPoolMetrics();
+  out += node_->ObjectStoreMetrics();
   if (std::string accel = node_->vm_accelerator(); !accel.empty()) {
     out +=
         "# HELP space_vm_accelerator What runs vm sandboxes' CPUs on this node (kvm, tcg, or kvm-unproven until "

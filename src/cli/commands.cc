@@ -29,6 +29,11 @@ CLI::App* RegisterDev(CLI::App& app, daemon::DevOptions* dev) {
                   "store URL: a SQLite path or sqlite://PATH, or postgres://USER:PASS@HOST:PORT/DB "
                   "(default: SQLite at <data-dir>/state.db)");
   cmd->add_option("--guest", dev->guest_binary, "path of the static spaced binary");
+  cmd->add_option("--object-store", dev->object_store,
+                  "snapshot store in S3: s3://BUCKET/PREFIX?endpoint=URL&region=REGION (default: <data-dir>/store)");
+  cmd->add_option("--object-store-credentials", dev->object_store_credentials,
+                  "JSON file {access_key_id, secret_access_key}, mode 0600 (default: AWS_ACCESS_KEY_ID and "
+                  "AWS_SECRET_ACCESS_KEY)");
   cmd->add_flag("--overlay", dev->force_overlay,
                 "use overlayfs instead of btrfs for sandbox roots (refused today: overlayfs cannot be idmapped)");
   cmd->add_option("--api-rate-limit", dev->api_rate_limit,

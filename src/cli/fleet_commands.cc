@@ -38,6 +38,10 @@ void FleetCommands::Register(CLI::App& app) {
   node_cmd_->add_option("--store", node_.store, "the fleet's shared store, postgres://...");
   node_cmd_->add_option("--fleet-token-file", node_.fleet_token_file, "file holding the fleet's shared secret");
   node_cmd_->add_option("--snapshot-store", node_.snapshot_store, "snapshot store directory shared by the fleet");
+  node_cmd_->add_option("--object-store", node_.object_store,
+                        "the fleet's snapshot store in S3 instead: s3://BUCKET/PREFIX?endpoint=URL&region=REGION");
+  node_cmd_->add_option("--object-store-credentials", node_.object_store_credentials,
+                        "JSON file {access_key_id, secret_access_key}, mode 0600 (default: AWS_* environment)");
   node_cmd_->add_option("--capacity", node_.capacity, "sandboxes this node accepts in all (default 256)");
   node_cmd_->add_option("--guest", node_.guest_binary, "path of the static spaced binary");
   node_cmd_->add_option("--import-root", node_.import_root,

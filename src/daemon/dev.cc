@@ -40,6 +40,7 @@
 #include "runtime/ns/userns.h"
 #include "runtime/vm/kvm_probe.h"
 #include "runtime/vm/vm_runtime.h"
+#include "snapshot/s3_location.h"
 #include "storage/btrfs.h"
 #include "storage/pool_mount.h"
 #include "storage/template_builder.h"
@@ -319,6 +320,20 @@ int RunDev(const DevOptions& options) {
     }
     upstream_ca_pem = std::move(*pem);
   }
+  // The object store's keys, likewise: the file may be root's alone (mode 0600).
+  snapshot::S3Credentials object_store_keys;
+  if (!options.object_store.empty() && !options.snapshot_store.empty()) {
+    std::cerr << "space dev: --object-store and --snapshot-store name two snapshot stores; give one\n";
+    return 1;
+  }
+  if (!options.object_store.empty()) {
+    auto keys = snapshot::LoadS3Credentials(options.object_store_credentials);
+    if (!keys.ok()) {
+      std::cerr << "space dev: --object-store: " << keys.status().ToString() << "\n";
+      return 1;
+    }
+    object_store_keys = std::move(*keys);
+  }
   const std::string guest_path = options.guest_binary.empty() ? SelfDir() + "/spaced" : options.guest_binary;
   auto guest = OpenFd(guest_path, O_PATH | O_CLOEXEC);
   if (!guest.ok()) {
@@ -391,6 +406,8 @@ int RunDev(const DevOptions& options) {
   nc.ports.domain = options.preview_domain;
   nc.ports.listen_port = options.preview_port > 0 ? static_cast<uint16_t>(options.preview_port) : bound;
   nc.broker = broker->get();
+  nc.object_store = options.object_store;
+  nc.object_store_keys = object_store_keys;
   if (fleet) {
     nc.node_name = options.node_name;
     nc.store_dir = options.snapshot_store;

@@ -34,6 +34,10 @@ struct DevOptions {
   int64_t capacity = 256;                 // sandboxes this node accepts in all
   std::string fleet_token_file;           // the fleet's shared secret (authenticator.h)
   std::string snapshot_store;             // shared snapshot store directory; default <data-dir>/store
+  // Snapshot store in an S3 bucket instead: s3://BUCKET/PREFIX?endpoint=URL&region=R, keys from
+  // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a 0600 JSON file (snapshot/s3_location.h).
+  std::string object_store;
+  std::string object_store_credentials;
 };
 
 // Runs until SIGINT/SIGTERM. Returns the process exit code. With `node_name` set, runs as a

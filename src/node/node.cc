@@ -16,6 +16,7 @@
 #include "node/template_start.h"
 #include "node/tree_jail.h"
 #include "runtime/vm/vm_runtime.h"
+#include "snapshot/local_blob_store.h"
 
 namespace space::node {
 namespace {
@@ -42,6 +43,24 @@ Node::Node(const NodeConfig& config, store::Store* store)
       uid_slots_(config.uid_lock_dir.empty() ? HostRunDir() + "/uid-slots" : config.uid_lock_dir, config.broker) {}
 
 Node::~Node() { Stop(); }
+
+std::string Node::ObjectStoreMetrics() const {
+  if (s3_ == nullptr) return "";
+  const snapshot::S3Stats st = s3_->stats();
+  std::string out;
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  counter("space_object_store_requests_total", "HTTP requests sent to the object store (retries included).",
+          st.requests);
+  counter("space_object_store_retries_total", "Requests sent again after a transport error, 429 or 5xx.", st.retries);
+  counter("space_object_store_failures_total", "Requests that failed after every attempt.", st.failures);
+  counter("space_object_store_sent_bytes_total", "Request body bytes sent to the object store.", st.bytes_sent);
+  counter("space_object_store_received_bytes_total", "Response body bytes received from the object store.",
+          st.bytes_received);
+  return out;
+}
 
 std::string Node::CgroupName(const std::string& data_dir) { return "space-" + Fnv1aHex(data_dir); }
 
@@ -141,8 +160,19 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
 
   // The stores, the key, the operation queue.
   node->ops_ = std::make_unique<Operations>(store, config.workers);
-  const std::string blobs_dir = config.store_dir.empty() ? config.data_dir + "/store" : config.store_dir;
-  ASSIGN_OR_RETURN(node->blobs_, snapshot::LocalBlobStore::Open(blobs_dir));
+  if (!config.object_store.empty()) {
+    ASSIGN_OR_RETURN(snapshot::S3Location where, snapshot::ParseS3Location(config.object_store));
+    ASSIGN_OR_RETURN(std::unique_ptr<snapshot::S3BlobStore> s3,
+                     snapshot::S3BlobStore::Open(where, config.object_store_keys));
+    node->s3_ = s3.get();
+    node->blobs_ = std::move(s3);
+    ASSIGN_OR_RETURN(node->blob_locks_, LeaseBlobLocks(store, config.node_name));
+    LogInfo("store", "snapshot store: " + where.ToString());
+  } else {
+    const std::string blobs_dir = config.store_dir.empty() ? config.data_dir + "/store" : config.store_dir;
+    ASSIGN_OR_RETURN(node->blobs_, snapshot::LocalBlobStore::Open(blobs_dir));
+    node->blob_locks_ = FlockBlobLocks(blobs_dir);
+  }
   ASSIGN_OR_RETURN(
       credentials::Kek kek,
       credentials::LoadOrCreateKek(config.kek_path.empty() ? config.data_dir + "/credentials.kek" : config.kek_path,
@@ -167,7 +197,7 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
   node->snapshots_ = std::make_unique<Snapshots>(Snapshots::Deps{.store = store,
                                                                  .pool = node->pool_.get(),
                                                                  .blobs = node->blobs_.get(),
-                                                                 .blobs_dir = blobs_dir,
+                                                                 .locks = node->blob_locks_.get(),
                                                                  .ops = node->ops_.get(),
                                                                  .audit = node->audit_.get(),
                                                                  .runtimes = node->runtimes_.get(),

@@ -28,6 +28,7 @@
 #include "broker/broker_client.h"
 #include "credentials/kek.h"
 #include "node/audit_log.h"
+#include "node/blob_locks.h"
 #include "node/create_request.h"
 #include "node/credential_service.h"
 #include "node/egress.h"
@@ -42,7 +43,8 @@
 #include "node/template_builds.h"
 #include "node/templates.h"
 #include "node/uid_slot_lease.h"
-#include "snapshot/local_blob_store.h"
+#include "snapshot/blob_store.h"
+#include "snapshot/s3_blob_store.h"
 #include "storage/pool.h"
 #include "store/store.h"
 
@@ -54,6 +56,10 @@ struct NodeConfig {
   std::string node_name = "local";
   std::string uid_lock_dir;  // default: <host run dir>/uid-slots (host-wide, tmpfs)
   std::string store_dir;     // snapshot store; default <data_dir>/store
+  // The snapshot store in an S3 bucket instead (snapshot/s3_location.h), signed in with these
+  // keys; the store database then holds the locks (node/blob_locks.h).
+  std::string object_store;
+  snapshot::S3Credentials object_store_keys;
   // A fleet's node: built templates are published to the store and pulled by the nodes that
   // lack them (templates on every node).
   bool share_templates = false;
@@ -114,6 +120,8 @@ class Node {
   size_t live_count() const { return live_.size(); }
   // Warm pools as Prometheus text (size, target, hits, misses per template); "" without pools.
   std::string WarmPoolMetrics() { return lifecycle_->warm_pools().MetricsText(); }
+  // Requests and bytes to the object store, as Prometheus text ("" with a local store).
+  std::string ObjectStoreMetrics() const;
 
   // The parent cgroup of the sandboxes of the node on `data_dir` ("space-" + 16 hex): one per
   // node, so several nodes on one host never reconcile away each other's sandboxes.
@@ -137,7 +145,9 @@ class Node {
   UidSlotLease uid_slots_;
   LiveSandboxes live_;
   std::unique_ptr<Operations> ops_;
-  std::unique_ptr<snapshot::LocalBlobStore> blobs_;
+  std::unique_ptr<snapshot::BlobStore> blobs_;
+  snapshot::S3BlobStore* s3_ = nullptr;  // blobs_ when it is an object store (its counters)
+  std::unique_ptr<BlobLocks> blob_locks_;
   std::unique_ptr<credentials::Kek> kek_;
   std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<CredentialService> credentials_;

@@ -15,7 +15,6 @@
 #include "snapshot/exporter.h"
 #include "snapshot/gc.h"
 #include "snapshot/restorer.h"
-#include "snapshot/store_lock.h"
 #include "store/quotas.h"
 
 namespace space::node {
@@ -142,7 +141,7 @@ Status Snapshots::Delete(const std::string& team, const std::string& snap_id) {
                      RETURN_IF_ERROR(d_.store->PutSnapshot(snap));
                      // Its objects go once no other manifest references them.
                      {
-                       ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(d_.blobs_dir));
+                       ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Exclusive());
                        RETURN_IF_ERROR(snapshot::DeleteManifest(*d_.blobs, snap.id));
                      }
                      return CollectGarbage();
@@ -185,7 +184,7 @@ Status Snapshots::Export(const std::string& snap_id) {
   RETURN_IF_ERROR(d_.store->PutSnapshot(snap));
   Result<snapshot::ExportStats> stats = InvalidArgument("not run");
   {
-    ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
+    ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Shared());
     // The snapshot holds files of the sandbox's users: read in the tree jail, written here.
     stats = ExportInTreeJail(d_.tree_jail, d_.pool->SnapshotPath(snap_id), snap_id, parent, *d_.blobs);
   }
@@ -193,7 +192,7 @@ Status Snapshots::Export(const std::string& snap_id) {
   ASSIGN_OR_RETURN(snap, d_.store->GetSnapshot(snap_id));
   if (snap.state == SnapshotState::kDeleted) {
     if (stats.ok()) {
-      ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(d_.blobs_dir));
+      ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Exclusive());
       RETURN_IF_ERROR(snapshot::DeleteManifest(*d_.blobs, snap_id));
     }
     return CollectGarbage();
@@ -213,7 +212,7 @@ Status Snapshots::Export(const std::string& snap_id) {
 }
 
 Status Snapshots::CollectGarbage() {
-  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(d_.blobs_dir));
+  ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Exclusive());
   // Every export holds the store lock shared for its whole run, so under the exclusive lock no
   // temp file can belong to a live writer: they are all leftovers of a crash.
   snapshot::GcOptions options;
@@ -231,7 +230,7 @@ Status Snapshots::EnsureLocal(const std::string& snap_id) {
     return Conflict("snapshot " + snap_id + " is not on this node and not restorable from the store (state " +
                     std::string(store::SnapshotStateName(snap.state)) + ")");
   }
-  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
+  ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Shared());
   // The store is untrusted and the tree will be the sandbox's: written in the tree jail.
   return d_.pool->ImportSnapshot(
       snap_id, [&](const std::string& dir) { return RestoreInTreeJail(d_.tree_jail, snap_id, *d_.blobs, dir); });
@@ -299,7 +298,7 @@ void Snapshots::Roll(int64_t now_ms, const std::vector<std::shared_ptr<LiveSandb
         rolling[i].state = SnapshotState::kDeleted;
         RETURN_IF_ERROR(d_.store->PutSnapshot(rolling[i]));
         {
-          ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(d_.blobs_dir));
+          ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Exclusive());
           RETURN_IF_ERROR(snapshot::DeleteManifest(*d_.blobs, rolling[i].id));
         }
         deleted = true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "node/audit_log.h"
+#include "node/blob_locks.h"
 #include "node/live_sandboxes.h"
 #include "node/operations.h"
 #include "node/runtimes.h"
@@ -27,10 +28,9 @@ class Snapshots {
   struct Deps {
     store::Store* store = nullptr;
     storage::Pool* pool = nullptr;
-    snapshot::LocalBlobStore* blobs = nullptr;
-    // The store's directory: exports and restores lock it shared, GC exclusive
-    // (snapshot/store_lock.h), across every node sharing it.
-    std::string blobs_dir;
+    snapshot::BlobStore* blobs = nullptr;
+    // Exports and restores hold it shared, GC exclusive, across every node sharing the store.
+    BlobLocks* locks = nullptr;
     Operations* ops = nullptr;
     AuditLog* audit = nullptr;
     const Runtimes* runtimes = nullptr;

@@ -8,7 +8,6 @@
 #include "common/random.h"
 #include "node/snapshots.h"
 #include "snapshot/gc.h"
-#include "snapshot/store_lock.h"
 
 namespace space::node {
 namespace {
@@ -68,7 +67,7 @@ Status Snapshots::PublishTemplate(const storage::TemplateInfo& t) {
   const std::string manifest = ManifestFor(t.digest);
   // Shared until the record is written: a withdrawal (exclusive) cannot drop the manifest
   // between the check that it is there and the record that names it.
-  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
+  ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Shared());
   ASSIGN_OR_RETURN(bool exported, d_.blobs->Exists(snapshot::ManifestKey(manifest)));
   if (!exported) {
     // A template holds files of other owners: read in the tree jail, as a snapshot is.
@@ -104,7 +103,7 @@ Result<storage::TemplateInfo> Snapshots::PullTemplate(const std::string& name, b
     const std::string scratch = NewId("sbx");
     Status st;
     {
-      ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Shared(d_.blobs_dir));
+      ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Shared());
       st = d_.pool->ImportSnapshot(record->manifest, [&](const std::string& dir) {
         return RestoreInTreeJail(d_.tree_jail, record->manifest, *d_.blobs, dir);
       });
@@ -130,7 +129,7 @@ Status Snapshots::WithdrawTemplate(const std::string& name) {
   if (!record.ok()) return Status::Ok();
   // Its tree's manifest goes too when no other record names it, so the store's garbage
   // collection can free the chunks. Exclusive: no pull is reading it meanwhile.
-  ASSIGN_OR_RETURN(snapshot::StoreLock lock, snapshot::StoreLock::Exclusive(d_.blobs_dir));
+  ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Exclusive());
   ASSIGN_OR_RETURN(std::vector<std::string> keys, d_.blobs->List(snapshot::kTemplatesPrefix));
   for (const auto& key : keys) {
     auto other = snapshot::NameFromTemplateKey(key);

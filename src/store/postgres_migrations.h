@@ -188,6 +188,16 @@ CREATE INDEX scoped_keys_team ON scoped_keys (team, created_at_ms);
     R"sql(
 ALTER TABLE teams ADD COLUMN quotas_json TEXT NOT NULL DEFAULT '{}';
 )sql",
+    // 9: object-store leases (node/blob_locks.h): one gate row for the exclusive holder, one row
+    // per shared holder.
+    R"sql(
+CREATE TABLE blob_leases (
+  id TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  until_ms BIGINT NOT NULL
+);
+INSERT INTO blob_leases (id, holder, until_ms) VALUES ('gate', '', 0);
+)sql",
 };
 
 }  // namespace space::store

@@ -216,6 +216,19 @@ constexpr Statement kClaimJob{
     "WHERE state = 'pending' AND lease_until_ms < $3 ORDER BY created_at_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
     "RETURNING " JOB_COLS};
 
+constexpr Statement kPutBlobLease{
+    "put_blob_lease",
+    "INSERT INTO blob_leases (id, holder, until_ms) VALUES ($1, $2, $3) "
+    "ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until_ms = excluded.until_ms"};
+constexpr Statement kDeleteBlobLease{"delete_blob_lease", "DELETE FROM blob_leases WHERE id = $1 AND id <> 'gate'"};
+constexpr Statement kListBlobLeases{"list_blob_leases", "SELECT id, holder, until_ms FROM blob_leases ORDER BY id"};
+// One row, one UPDATE: PostgreSQL locks the row and re-checks the condition on the newest
+// version, so of two claims at once exactly one sees the gate free.
+constexpr Statement kClaimBlobGate{"claim_blob_gate",
+                                   "UPDATE blob_leases SET holder = $1, until_ms = $3 WHERE id = 'gate' AND "
+                                   "(holder = '' OR holder = $1 OR until_ms < $2) RETURNING id"};
+constexpr Statement kReleaseBlobGate{
+    "release_blob_gate", "UPDATE blob_leases SET holder = '', until_ms = 0 WHERE id = 'gate' AND holder = $1"};
 constexpr Statement kNowMs{"now_ms", "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"};
 constexpr Statement kRenewJob{"renew_job",
                               "UPDATE jobs SET lease_until_ms = $1, payload_json = $2 WHERE id = $3 AND holder = $4 "
@@ -628,6 +641,26 @@ class PostgresStore : public Store {
     ASSIGN_OR_RETURN(PgRows rows, Query("ClaimJob", kClaimJob, {holder, lease_until_ms, now_ms}, Retry::kNever));
     if (rows.size() == 0) return std::optional<JobRecord>();
     return std::optional<JobRecord>(ReadJob(rows, 0));
+  }
+
+  Status PutBlobLease(const BlobLeaseRecord& r) override {
+    if (r.id == kBlobGateId) return InvalidArgument("blob lease id 'gate' is the gate's");
+    return Exec("PutBlobLease", kPutBlobLease, {r.id, r.holder, r.until_ms});
+  }
+  Status DeleteBlobLease(const std::string& id) override { return Exec("DeleteBlobLease", kDeleteBlobLease, {id}); }
+  Result<std::vector<BlobLeaseRecord>> ListBlobLeases() override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListBlobLeases", kListBlobLeases, {}));
+    std::vector<BlobLeaseRecord> out;
+    out.reserve(static_cast<size_t>(rows.size()));
+    for (int i = 0; i < rows.size(); ++i) out.push_back({rows.Text(i, 0), rows.Text(i, 1), rows.Int(i, 2)});
+    return out;
+  }
+  Result<bool> ClaimBlobGate(const std::string& holder, int64_t now_ms, int64_t until_ms) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ClaimBlobGate", kClaimBlobGate, {holder, now_ms, until_ms}, Retry::kNever));
+    return rows.size() > 0;
+  }
+  Status ReleaseBlobGate(const std::string& holder) override {
+    return Exec("ReleaseBlobGate", kReleaseBlobGate, {holder});
   }
 
  private:

@@ -692,6 +692,40 @@ class SqliteStore : public Store {
  private:
   static constexpr const char* kNodeCols =
       "name, url, state, capacity, live, templates_json, heartbeat_at_ms, started_at_ms";
+  Status PutBlobLease(const BlobLeaseRecord& r) override {
+    if (r.id == kBlobGateId) return InvalidArgument("blob lease id 'gate' is the gate's");
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked(
+        "INSERT INTO blob_leases (id, holder, until_ms) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+        "holder = excluded.holder, until_ms = excluded.until_ms",
+        {r.id, r.holder, r.until_ms});
+  }
+  Status DeleteBlobLease(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("DELETE FROM blob_leases WHERE id = ? AND id <> 'gate'", {id});
+  }
+  Result<std::vector<BlobLeaseRecord>> ListBlobLeases() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, "SELECT id, holder, until_ms FROM blob_leases ORDER BY id");
+    std::vector<BlobLeaseRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Int(2)});
+    }
+    return out;
+  }
+  Result<bool> ClaimBlobGate(const std::string& holder, int64_t now_ms, int64_t until_ms) override {
+    ASSIGN_OR_RETURN(auto ids, Column("UPDATE blob_leases SET holder = ?, until_ms = ? WHERE id = 'gate' AND "
+                                      "(holder = '' OR holder = ? OR until_ms < ?) RETURNING id",
+                                      {holder, until_ms, holder, now_ms}));
+    return !ids.empty();
+  }
+  Status ReleaseBlobGate(const std::string& holder) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("UPDATE blob_leases SET holder = '', until_ms = 0 WHERE id = 'gate' AND holder = ?", {holder});
+  }
+
   static constexpr const char* kJobCols =
       "id, kind, target, team, payload_json, state, holder, lease_until_ms, attempts, error, created_at_ms, "
       "finished_at_ms";

@@ -202,6 +202,15 @@ struct JobRecord {
   int64_t finished_at_ms = 0;
 };
 
+// One holder's lease on the object store (node/blob_locks.h). The row with id kBlobGateId
+// names the exclusive holder ("" when none); every other row is one shared holder.
+inline constexpr const char* kBlobGateId = "gate";
+struct BlobLeaseRecord {
+  std::string id;
+  std::string holder;
+  int64_t until_ms = 0;  // store clock; a lease past it is dead (its holder crashed or hung)
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -293,6 +302,15 @@ class Store {
   // (PostgreSQL: FOR UPDATE SKIP LOCKED, so replicas never wait on each other). nullopt: none.
   virtual Result<std::optional<JobRecord>> ClaimJob(const std::string& holder, int64_t now_ms,
                                                     int64_t lease_until_ms) = 0;
+
+  // Object-store leases. Shared rows: insert or replace, delete (OK if absent).
+  virtual Status PutBlobLease(const BlobLeaseRecord& r) = 0;
+  virtual Status DeleteBlobLease(const std::string& id) = 0;
+  virtual Result<std::vector<BlobLeaseRecord>> ListBlobLeases() = 0;  // the gate row too
+  // Compare-and-set on the gate: `holder` takes it (or extends it) until `until_ms` when it is
+  // free, already its own, or its lease ran out before `now_ms`. False: someone else holds it.
+  virtual Result<bool> ClaimBlobGate(const std::string& holder, int64_t now_ms, int64_t until_ms) = 0;
+  virtual Status ReleaseBlobGate(const std::string& holder) = 0;  // OK if not held by `holder`
 };
 
 // True for 64 lower-case hex digits: the only form an API key is stored in.

@@ -1,7 +1,9 @@
 // The Store contract, run against every backend: SQLite on a temp file and PostgreSQL on a
 // private schema (pg_test_db.h). A behaviour one backend has and the other lacks fails here.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <atomic>
 
 #include <cstdlib>
 #include <ostream>
@@ -566,6 +568,50 @@ TEST_P(StoreTest, ReopenKeepsDataAndSchema) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ((*s)->GetSandbox("sbx_a")->state, *ParseSandboxState("running"));
   store_ = std::move(s).value();
+}
+
+TEST_P(StoreTest, BlobLeasesAndTheGate) {
+  auto rows = store_->ListBlobLeases();
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].id, kBlobGateId);
+  EXPECT_EQ((*rows)[0].holder, "");
+  EXPECT_FALSE(store_->PutBlobLease({kBlobGateId, "x", 5}).ok()) << "the gate is claimed, never put";
+  ASSERT_TRUE(store_->PutBlobLease({"lease-1", "node-a", 100}).ok());
+  ASSERT_TRUE(store_->PutBlobLease({"lease-1", "node-a", 200}).ok());
+  rows = store_->ListBlobLeases();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[1].until_ms, 200);
+
+  EXPECT_TRUE(*store_->ClaimBlobGate("node-a", 1000, 2000));
+  EXPECT_TRUE(*store_->ClaimBlobGate("node-a", 1500, 2500)) << "its holder extends it";
+  EXPECT_FALSE(*store_->ClaimBlobGate("node-b", 2000, 3000)) << "held until 2500";
+  EXPECT_TRUE(*store_->ClaimBlobGate("node-b", 2600, 3600)) << "a dead holder's gate is taken over";
+  ASSERT_TRUE(store_->ReleaseBlobGate("node-a").ok());
+  EXPECT_FALSE(*store_->ClaimBlobGate("node-a", 2700, 3700)) << "a stale holder's release did nothing";
+  ASSERT_TRUE(store_->ReleaseBlobGate("node-b").ok());
+  EXPECT_TRUE(*store_->ClaimBlobGate("node-a", 2700, 3700));
+
+  ASSERT_TRUE(store_->DeleteBlobLease("lease-1").ok());
+  ASSERT_TRUE(store_->DeleteBlobLease("lease-1").ok());
+  ASSERT_TRUE(store_->DeleteBlobLease(kBlobGateId).ok());
+  EXPECT_EQ(store_->ListBlobLeases()->size(), 1u) << "the gate row cannot be deleted";
+}
+
+// Of many claims at once, exactly one gets the gate.
+TEST_P(StoreTest, OneGateClaimWinsARace) {
+  constexpr int kThreads = 8;
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  std::atomic<int> won{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto got = store_->ClaimBlobGate("holder-" + std::to_string(t), 1000, 60000);
+      if (got.ok() && *got) ++won;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(won.load(), 1);
 }
 
 // The API calls the store from every connection thread at once.

@@ -1,6 +1,7 @@
-"""A fleet on one machine for the multi-node tests: a throwaway PostgreSQL cluster, `space node`
-agents each in its own data dir and network namespace (reached over a veth pair), and
-`space server` replicas on loopback. Standard library only."""
+"""A fleet on one machine for the multi-node tests: a throwaway PostgreSQL cluster, a throwaway
+S3 server (Ceph RGW) holding the snapshot store, `space node` agents each in its own data dir
+and network namespace (reached over a veth pair), and `space server` replicas on loopback. The
+nodes share nothing but the database and the bucket. Standard library only."""
 import json
 import os
 import re
@@ -33,11 +34,43 @@ class Pg:
         run(os.path.join(REPO, "scripts/pg-test-cluster.sh"), "stop", self.dir, check=False)
 
 
+class S3:
+    """scripts/s3-test-cluster.sh, listening also on `addrs` (the nodes' way to the host)."""
+
+    def __init__(self, addrs):
+        env = dict(os.environ, S3_TEST_LISTEN=" ".join(addrs))
+        out = subprocess.run([os.path.join(REPO, "scripts/s3-test-cluster.sh"), "start"], check=True,
+                             capture_output=True, text=True, env=env).stdout
+        vals = dict(re.findall(r"^(SPACE_TEST_S3_\w+)=(\S+)$", out, re.M))
+        self.dir = vals["SPACE_TEST_S3_DIR"]
+        self.port = int(re.search(r"endpoint=http://127\.0\.0\.1:(\d+)", vals["SPACE_TEST_S3_URL"]).group(1))
+        self.access_key, self.secret_key = vals["SPACE_TEST_S3_ACCESS_KEY"], vals["SPACE_TEST_S3_SECRET_KEY"]
+
+    def url(self, addr, prefix):
+        return "s3://space-test/%s?endpoint=http://%s:%d&region=us-east-1" % (prefix, addr, self.port)
+
+    def request(self, method, key, data=None):
+        """(status, body bytes) of one signed request on `key` in the bucket (curl signs SigV4)."""
+        cmd = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "-X", method, "--aws-sigv4", "aws:amz:us-east-1:s3",
+               "--user", "%s:%s" % (self.access_key, self.secret_key), "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+               "http://127.0.0.1:%d/space-test/%s" % (self.port, key)]
+        if method == "HEAD":
+            cmd[cmd.index("-X"):cmd.index("-X") + 2] = ["-I"]
+        if data is not None:
+            cmd += ["--data-binary", "@-"]
+        out = subprocess.run(cmd, input=data, capture_output=True, check=True).stdout
+        body, _, code = out.rpartition(b"\n")
+        return int(code), body
+
+    def stop(self):
+        run(os.path.join(REPO, "scripts/s3-test-cluster.sh"), "stop", self.dir, check=False)
+
+
 class Proc:
     """One `space server` or `space node` process; its log goes to <dir>/log."""
 
-    def __init__(self, args, log_path, netns=None):
-        self.args, self.log_path, self.netns = args, log_path, netns
+    def __init__(self, args, log_path, netns=None, env=None):
+        self.args, self.log_path, self.netns, self.env = args, log_path, netns, env
         self.proc, self.url = None, None
 
     def start(self, timeout=90):
@@ -45,7 +78,7 @@ class Proc:
         if self.netns:
             cmd = ["nsenter", "--net=/run/netns/" + self.netns, "--"] + cmd
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=self.env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             line = self.proc.stdout.readline()
@@ -91,11 +124,14 @@ class Fleet:
         with open(self.token_file, "w") as f:
             f.write(os.urandom(24).hex())
         os.chmod(self.token_file, 0o600)
-        self.snapshot_store = os.path.join(self.root, "snapshots")
-        os.makedirs(self.snapshot_store)
         self.lost_after_ms = lost_after_ms
         self.nodes, self.servers, self.netns = {}, [], []
+        self.s3 = None
         try:
+            for i in range(nodes):
+                self.add_netns("node-%c" % (ord("a") + i), i)
+            self.s3 = S3([self.host_ip(i) for i in range(nodes)])
+            self.store_prefix = "fleet-%d" % os.getpid()
             for i in range(nodes):
                 self.add_node("node-%c" % (ord("a") + i), i)
             for i in range(servers):
@@ -106,10 +142,28 @@ class Fleet:
         with open(os.path.join(self.nodes["node-a"].data_dir, "api-key")) as f:
             self.key = f.read().strip()
 
-    def add_node(self, name, index):
-        ns = "spfleet-%d-%s" % (os.getpid() % 10000, name[-1])
+    def store_get(self, key):
+        """The bytes under `key` in the fleet's snapshot store (None when absent)."""
+        st, body = self.s3.request("GET", self.store_prefix + "/" + key)
+        return body if st == 200 else None
+
+    def store_put(self, key, data):
+        st, body = self.s3.request("PUT", self.store_prefix + "/" + key, data)
+        if st != 200:
+            raise RuntimeError("put %s: %d %r" % (key, st, body))
+
+    @staticmethod
+    def host_ip(index):
+        return NET_BASE + str(index * 4 + 1)
+
+    @staticmethod
+    def netns_name(name):
+        return "spfleet-%d-%s" % (os.getpid() % 10000, name[-1])
+
+    def add_netns(self, name, index):
+        ns = self.netns_name(name)
         host_if, node_if = "spf%d%sh" % (os.getpid() % 10000, name[-1]), "spf%d%sn" % (os.getpid() % 10000, name[-1])
-        host_ip, node_ip = NET_BASE + str(index * 4 + 1), NET_BASE + str(index * 4 + 2)
+        host_ip, node_ip = self.host_ip(index), NET_BASE + str(index * 4 + 2)
         run("ip", "netns", "add", ns)
         self.netns.append((ns, host_if))
         run("ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if)
@@ -119,12 +173,16 @@ class Fleet:
         run("ip", "-n", ns, "addr", "add", node_ip + "/30", "dev", node_if)
         run("ip", "-n", ns, "link", "set", node_if, "up")
         run("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def add_node(self, name, index):
+        ns, node_ip = self.netns_name(name), NET_BASE + str(index * 4 + 2)
         data_dir = os.path.join(self.root, name)
         os.makedirs(data_dir)
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=self.s3.access_key, AWS_SECRET_ACCESS_KEY=self.s3.secret_key)
         p = Proc(["node", "--name", name, "--listen", node_ip + ":7780", "--data-dir", data_dir,
                   "--store", self.pg.url, "--fleet-token-file", self.token_file,
-                  "--snapshot-store", self.snapshot_store, "--no-egress"],
-                 os.path.join(data_dir, "node.log"), netns=ns)
+                  "--object-store", self.s3.url(self.host_ip(index), self.store_prefix), "--no-egress"],
+                 os.path.join(data_dir, "node.log"), netns=ns, env=env)
         p.data_dir, p.name, p.netns_name = data_dir, name, ns
         self.nodes[name] = p.start()
 
@@ -169,5 +227,7 @@ class Fleet:
         for ns, host_if in self.netns:
             run("ip", "link", "del", host_if, check=False)
             run("ip", "netns", "del", ns, check=False)
+        if self.s3:
+            self.s3.stop()
         self.pg.stop()
         shutil.rmtree(self.root, ignore_errors=True)

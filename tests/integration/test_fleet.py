@@ -367,19 +367,16 @@ class FleetTest(unittest.TestCase):
 
         # The store is untrusted: a record that does not check out is refused with a reason,
         # and a template no node published is not found.
-        with open(os.path.join(f.snapshot_store, "templates", "forged.json"), "w") as out:
-            out.write('{"name": "forged", "team": "default", "digest": "sha256:%s", "manifest": "../x"}' % ("0" * 64))
+        f.store_put("templates/forged.json",
+                    b'{"name": "forged", "team": "default", "digest": "sha256:%s", "manifest": "../x"}' % (b"0" * 64))
         st, d = f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "forged"})
         self.assertEqual(st, 500, d)
         self.assertIn("malformed", d["message"])
         # A record is MACed with the fleet token: shared1's record under another name is refused;
         # the same record with a MAC made with the token (the positive control) is taken.
-        templates_dir = os.path.join(f.snapshot_store, "templates")
-        with open(os.path.join(templates_dir, "shared1.json")) as src:
-            record = json.load(src)
+        record = json.loads(f.store_get("templates/shared1.json"))
         record["name"] = "copied"
-        with open(os.path.join(templates_dir, "copied.json"), "w") as out:
-            json.dump(record, out)
+        f.store_put("templates/copied.json", json.dumps(record).encode())
         st, d = f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "copied"})
         self.assertEqual((st, d["code"]), (403, "permission_denied"), d)
         self.assertIn("MAC does not check out", d["message"])
@@ -387,8 +384,7 @@ class FleetTest(unittest.TestCase):
             token = t.read().strip()
         msg = "\n".join(["space template record v1", "copied", record["team"], record["digest"], record["manifest"]])
         record["mac"] = hmac.new(token.encode(), msg.encode(), hashlib.sha256).hexdigest()
-        with open(os.path.join(templates_dir, "copied.json"), "w") as out:
-            json.dump(record, out)
+        f.store_put("templates/copied.json", json.dumps(record).encode())
         st, d = f.call(s, "POST", "/v1/sandboxes?wait=true", {"template": "copied"})
         self.assertEqual(st, 201, d)
         self.assertEqual(d["sandbox"]["template_digest"], digest2)
@@ -399,13 +395,13 @@ class FleetTest(unittest.TestCase):
         # Removed on one node, the record goes: no node pulls it any more.
         st, d = f.call(s, "DELETE", "/v1/templates/shared1?force=true")
         self.assertIn(st, (200, 204), d)
-        self.assertFalse(os.path.exists(os.path.join(f.snapshot_store, "templates", "shared1.json")))
+        self.assertIsNone(f.store_get("templates/shared1.json"))
         # Its tree's manifest stays while another record (copied) names it, then goes with it.
-        manifest = os.path.join(f.snapshot_store, "manifests", "snap_%s.json" % digest2[7:29])
-        self.assertTrue(os.path.exists(manifest))
+        manifest = "manifests/snap_%s.json" % digest2[7:29]
+        self.assertIsNotNone(f.store_get(manifest))
         st, d = f.call(s, "DELETE", "/v1/templates/copied?force=true")
         self.assertIn(st, (200, 204), d)
-        self.assertFalse(os.path.exists(manifest))
+        self.assertIsNone(f.store_get(manifest))
 
     def test_node_declared_lost_while_alive_ends_its_failed_sandboxes(self):
         """A node that stalls (SIGSTOP) past lost-after is declared lost and its sandboxes are
