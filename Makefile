@@ -6,7 +6,7 @@ LISTEN ?= 127.0.0.1:7722
 # State kept between test runs (the Debian `base` template is built once, then cached).
 TEST_DATA_DIR ?= /var/lib/space-test
 
-.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm bench-templates bench-ports asan fuzz fuzz-ci lint clean
+.PHONY: all deps build run test unit integration contract security abuse bench bench-quick bench-create bench-lifecycle bench-egress bench-vm bench-templates bench-ports bench-object-store asan fuzz fuzz-ci lint clean
 
 all: build
 
@@ -78,6 +78,11 @@ bench-egress: build
 # Preview ports: latency and throughput through a preview URL against the same server on the host.
 bench-ports: build
 	SPACE_BIN=$(abspath $(BUILD_DIR))/bin/space SPACE_TEST_DATA_DIR=$(TEST_DATA_DIR) python3 bench/ports.py
+
+# The snapshot store on S3 (a throwaway Ceph RGW): export and restore throughput against a
+# plain upload and download of the same bytes, and stored bytes per rolling snapshot.
+bench-object-store: build
+	./scripts/s3-test-cluster.sh run -- $(BUILD_DIR)/src/snapshot/object_store_bench --out $(BUILD_DIR)/bench-object-store.md
 
 # Recipe builds cold and cached, and creates from a built template against base.
 bench-templates: build

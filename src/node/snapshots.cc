@@ -15,6 +15,7 @@
 #include "snapshot/exporter.h"
 #include "snapshot/gc.h"
 #include "snapshot/restorer.h"
+#include "snapshot/write_behind_store.h"
 #include "store/quotas.h"
 
 namespace space::node {
@@ -186,7 +187,9 @@ Status Snapshots::Export(const std::string& snap_id) {
   {
     ASSIGN_OR_RETURN(BlobLocks::Hold lock, d_.locks->Shared());
     // The snapshot holds files of the sandbox's users: read in the tree jail, written here.
-    stats = ExportInTreeJail(d_.tree_jail, d_.pool->SnapshotPath(snap_id), snap_id, parent, *d_.blobs);
+    // Chunk uploads overlap; the manifest still lands only after every one of them.
+    snapshot::WriteBehindStore uploads(d_.blobs, kExportUploads);
+    stats = ExportInTreeJail(d_.tree_jail, d_.pool->SnapshotPath(snap_id), snap_id, parent, uploads);
   }
   // Deleted while it was exporting: the manifest that just landed must go as well.
   ASSIGN_OR_RETURN(snap, d_.store->GetSnapshot(snap_id));

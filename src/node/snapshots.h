@@ -23,6 +23,9 @@
 
 namespace space::node {
 
+// Chunk objects one export has on their way to the store at once (snapshot/write_behind_store.h).
+inline constexpr int kExportUploads = 4;
+
 class Snapshots {
  public:
   struct Deps {

@@ -8,6 +8,7 @@
 #include "common/random.h"
 #include "node/snapshots.h"
 #include "snapshot/gc.h"
+#include "snapshot/write_behind_store.h"
 
 namespace space::node {
 namespace {
@@ -71,8 +72,9 @@ Status Snapshots::PublishTemplate(const storage::TemplateInfo& t) {
   ASSIGN_OR_RETURN(bool exported, d_.blobs->Exists(snapshot::ManifestKey(manifest)));
   if (!exported) {
     // A template holds files of other owners: read in the tree jail, as a snapshot is.
+    snapshot::WriteBehindStore uploads(d_.blobs, kExportUploads);
     ASSIGN_OR_RETURN(snapshot::ExportStats stats,
-                     ExportInTreeJail(d_.tree_jail, d_.pool->TemplatePath(t.digest), manifest, "", *d_.blobs));
+                     ExportInTreeJail(d_.tree_jail, d_.pool->TemplatePath(t.digest), manifest, "", uploads));
     LogInfo("store", "published template " + t.name + " (" + t.digest + "): " + std::to_string(stats.bytes_read) +
                          " bytes read, " + std::to_string(stats.bytes_written) + " stored");
   }
