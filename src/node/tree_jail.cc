@@ -21,14 +21,16 @@
 #include "common/capabilities.h"
 #include "common/datagram.h"
 #include "common/helper_spawn.h"
-#include "node/jail_spawn.h"
 #include "common/seccomp_denylist.h"
 #include "common/syscall.h"
 #include "common/unique_fd.h"
+#include "node/jail_spawn.h"
 #include "runtime/ns/mounts.h"
 #include "snapshot/blob_channel.h"
+#include "snapshot/chunk_codec.h"
 #include "snapshot/exporter.h"
 #include "snapshot/manifest.h"
+#include "snapshot/read_ahead_store.h"
 #include "snapshot/restorer.h"
 #include "storage/digest.h"
 #include "storage/names.h"
@@ -284,7 +286,9 @@ Status RestoreInTreeJail(const TreeJailConfig& config, const std::string& snap_i
   // Read here only to know which objects the jail may ask for; the jail reads it again.
   ASSIGN_OR_RETURN(snapshot::Manifest m, snapshot::LoadManifest(store, snap_id));
   const snapshot::BlobChannelPolicy policy = snapshot::RestorePolicy(m);
-  auto serve = [&](int fd) { return snapshot::ServeBlobChannel(fd, store, policy).status(); };
+  // The jail asks for one object at a time, in manifest order: the next ones are fetched ahead.
+  snapshot::ReadAheadStore ahead(&store, snapshot::RestoreReadOrder(m), kRestoreReadAhead, snapshot::MaxObjectSize());
+  auto serve = [&](int fd) { return snapshot::ServeBlobChannel(fd, ahead, policy).status(); };
   ASSIGN_OR_RETURN(JailOutput run, RunTreeJail(config, {"restore", "--snap-id", snap_id}, {dest_dir},
                                                /*writable=*/true, serve));
   return JailJson(run).status();

@@ -53,6 +53,9 @@ Result<snapshot::ExportStats> ExportInTreeJail(const TreeJailConfig& config, con
 // storage::DigestTree(tree_dir), run in the jail: a new template's digest (what pins it).
 Result<storage::TreeDigest> DigestInTreeJail(const TreeJailConfig& config, const std::string& tree_dir);
 
+// Objects a restore fetches ahead of the jail's requests (snapshot/read_ahead_store.h).
+inline constexpr int kRestoreReadAhead = 4;
+
 // snapshot::Restore(snap_id, store, dest_dir), run in the jail over a writable idmapped clone of
 // `dest_dir` (a pool scratch tree): the node serves the snapshot's manifest and the objects it
 // lists, nothing else.
