@@ -491,7 +491,10 @@ Result<uint64_t> S3BlobStore::RemoveStaleTemp(int64_t older_than_ms) {
       const std::string key = XmlValue(upload, "Key"), id = XmlValue(upload, "UploadId");
       Result<int64_t> initiated = ParseRfc3339Utc(XmlValue(upload, "Initiated"));
       if (key.empty() || id.empty() || !initiated.ok() || *initiated > cutoff) continue;
+      // The server's word names the path aborted: only an object key of this store's layout
+      // (no "..", no other bucket), as the uploads this store starts are.
       if (key.compare(0, location_.prefix.size(), location_.prefix) != 0) continue;
+      if (!ValidateKey(key.substr(location_.prefix.size())).ok()) continue;
       Request del;
       del.method = "DELETE";
       del.object = key;

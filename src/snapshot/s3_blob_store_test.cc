@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <set>
 
@@ -239,9 +240,11 @@ TEST_F(S3BlobStoreTest, AnUnreachableServerFailsAfterItsRetries) {
   dead.endpoint = "http://127.0.0.1:1";
   S3Options quick;
   quick.attempts = 3;
-  quick.backoff_ms = 1;
+  quick.backoff_ms = 50;
+  const auto t0 = std::chrono::steady_clock::now();
   auto s = S3BlobStore::Open(dead, creds_, quick);
   ASSERT_FALSE(s.ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150)) << "two backoffs: 50 + 100 ms";
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable) << s.status().ToString();
 }
 
