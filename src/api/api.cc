@@ -138,6 +138,7 @@ void Api::Route(Request& req, Responder& res) {
     if (n == 4 && m == "GET" && p[3] == "diff") return Snapshots(req, res, p[2], "diff");
     return not_found();
   }
+  if (n >= 2 && n <= 4 && p[1] == "volumes") return Volumes(req, res, n >= 3 ? p[2] : "", n == 4 ? p[3] : "");
   if (n <= 3 && n >= 2 && p[1] == "credentials") return Credentials(req, res, n == 3 ? p[2] : "");
   if (n <= 3 && n >= 2 && p[1] == "egress-profiles") return EgressProfiles(req, res, n == 3 ? p[2] : "");
   if (n == 3 && p[1] == "operations" && m == "GET") return GetOperation(req, res, p[2]);

@@ -74,6 +74,8 @@ class Api {
   void Terminal(Request& req, Responder& res, const std::string& id);
   // Preview ports (api_ports.cc); `port` is "" for the collection.
   void Ports(Request& req, Responder& res, const std::string& id, const std::string& port);
+  // Volumes (api_volumes.cc); `name` is "" for the collection, `action` "fork" or "".
+  void Volumes(Request& req, Responder& res, const std::string& name, const std::string& action);
 
   node::Node* const node_;
   Authenticator auth_;

@@ -20,8 +20,9 @@ bool WantsWait(const Request& req) { return req.Query("wait") == "true" || req.Q
 
 Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(nlohmann::json b, ParseObject(req.body));
-  RETURN_IF_ERROR(CheckKnownFields(b, {"template", "runtime", "cpus", "memory_mb", "disk_mb", "timeout_s", "on_timeout",
-                                       "env", "metadata", "credentials", "from_snapshot", "snapshot_policy"}));
+  RETURN_IF_ERROR(
+      CheckKnownFields(b, {"template", "runtime", "cpus", "memory_mb", "disk_mb", "timeout_s", "on_timeout", "env",
+                           "metadata", "credentials", "from_snapshot", "snapshot_policy", "volumes"}));
   node::CreateRequest c;
   c.team = req.team;
   c.received_mono_ns = req.received_mono_ns;
@@ -54,6 +55,21 @@ Result<node::CreateRequest> ParseCreate(const Request& req) {
   ASSIGN_OR_RETURN(c.metadata, GetStringMap(b, "metadata", 64, 64, 512, IsMetadataKey));
   ASSIGN_OR_RETURN(c.credentials, GetStringList(b, "credentials", 32, 63));
   ASSIGN_OR_RETURN(c.from_snapshot, GetString(b, "from_snapshot", "", 80));
+  if (b.contains("volumes") && !b["volumes"].is_null()) {
+    const auto& vols = b["volumes"];
+    if (!vols.is_array() || vols.size() > 8)
+      return InvalidArgument("field 'volumes' must be an array of at most 8 mounts");
+    for (const auto& v : vols) {
+      if (!v.is_object()) return InvalidArgument("each of 'volumes' must be an object {name, path, read_only}");
+      RETURN_IF_ERROR(CheckKnownFields(v, {"name", "path", "read_only"}));
+      node::VolumeRequest r;
+      ASSIGN_OR_RETURN(r.name, GetString(v, "name", "", 63));
+      ASSIGN_OR_RETURN(r.path, GetString(v, "path", "", 1024));
+      ASSIGN_OR_RETURN(r.read_only, GetBool(v, "read_only", false));
+      c.volumes.push_back(std::move(r));
+    }
+    RETURN_IF_ERROR(node::ValidateVolumeRequests(c.volumes));
+  }
   if (!c.from_snapshot.empty() && !IsPublicId(c.from_snapshot, "snap")) {
     return NotFound("snapshot " + c.from_snapshot + " not found");
   }
@@ -157,6 +173,11 @@ void Api::GetSandbox(Request& req, Responder& res, const std::string& id) {
                       {"message", hit.message}});
   }
   j["limits_hit"] = std::move(limits);
+  nlohmann::json volumes = nlohmann::json::array();
+  if (auto mounts = node_->volumes().OfSandbox(rec->id); mounts.ok()) {
+    for (const auto& v : *mounts) volumes.push_back({{"name", v.name}, {"path", v.path}, {"read_only", v.read_only}});
+  }
+  j["volumes"] = std::move(volumes);
   res.SendJson(200, j);
 }
 

@@ -167,6 +167,9 @@ bool IsIdmappablePoolPath(const std::string& pool, const std::string& path) {
   if (rest.rfind("templates/tmp-", 0) == 0) return AllOf(rest.substr(14), 16, 16, IsHexChar);
   // A snapshot being imported from the store (the tree jail's restore fills it).
   if (rest.rfind("snapshots/tmp-", 0) == 0) return ValidateSandboxId(rest.substr(14)).ok();
+  // A volume, or a read-only view or sync point of one (node/volumes.h): mounted into the
+  // sandboxes that name it, read by the tree jail for a sync.
+  if (rest.rfind("volumes/", 0) == 0) return IsVolumeName(rest.substr(8));
   return false;
 }
 
@@ -179,7 +182,23 @@ bool IsSnapshotPoolPath(const std::string& pool, const std::string& path) {
 }
 
 bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path) {
-  return !pool.empty() && (path == pool + "/sandboxes" || path == pool + "/snapshots" || path == pool + "/templates");
+  return !pool.empty() && (path == pool + "/sandboxes" || path == pool + "/snapshots" || path == pool + "/templates" ||
+                           path == pool + "/volumes");
+}
+
+bool IsVolumeName(std::string_view name) {
+  return name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         AllOf(name, 1, kMaxSubvolNameLen, [](char c) { return IsSandboxIdChar(c) || c == '.'; });
+}
+
+bool IsPoolVolume(const std::string& pool, const std::string& path) {
+  const std::string dir = pool + "/volumes/";
+  if (pool.empty() || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0) return false;
+  return IsVolumeName(std::string_view(path).substr(dir.size()));
+}
+
+bool IsPoolLimitable(const std::string& pool, const std::string& path) {
+  return IsPoolSandboxRoot(pool, path) || IsPoolVolume(pool, path);
 }
 
 // A subvolume directly in the pool's sandboxes/, snapshots/ or templates/ (a sandbox root, a
@@ -636,6 +655,13 @@ Result<nlohmann::json> Broker::SubvolCreate(const Request& request, int parent_f
   // Made as uid 0 (mode 0755): the build jail and the tree jail write it as root of their own
   // namespace through an idmapped clone, which needs its top directory owned by a mapped id.
   RETURN_IF_ERROR(storage::CreateSubvolumeAt(parent_fd, request.name).Annotate(dir));
+  // A volume's top is every sandbox user's to write (its sandboxes run commands as a user,
+  // not only as root); the pool's 0700 directories keep the host's users out.
+  if (dir.size() > 8 && dir.compare(dir.size() - 8, 8, "/volumes") == 0) {
+    UniqueFd made(::openat(parent_fd, request.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!made.valid()) return ErrnoStatus("open", dir + "/" + request.name, errno);
+    if (::fchmod(made.get(), 0777) != 0) return ErrnoStatus("fchmod", dir + "/" + request.name, errno);
+  }
   return nlohmann::json::object();
 }
 
@@ -673,7 +699,7 @@ Result<nlohmann::json> Broker::VmStateDir(int root_fd) {
 }
 
 Result<nlohmann::json> Broker::QgroupLimit(const Request& request, int subvol_fd) {
-  ASSIGN_OR_RETURN(std::string root, PoolPathOf(subvol_fd, "qgroup_limit", IsPoolSandboxRoot));
+  ASSIGN_OR_RETURN(std::string root, PoolPathOf(subvol_fd, "qgroup_limit", IsPoolLimitable));
   // The node may send it by name only (O_PATH): the ioctl wants it open.
   UniqueFd subvol(::openat(subvol_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!subvol.valid()) return ErrnoStatus("open", root, errno);

@@ -144,17 +144,22 @@ class Broker {
 
 // Whether `path` (a directory's path as /proc/self/fd shows it) is one idmap_tree may clone
 // under `pool` (canonical): a sandbox root, sandboxes/<id>, a template build's scratch tree,
-// templates/tmp-<16 hex>, or a snapshot import's, snapshots/tmp-<id>. (Never an overlay pool's sandboxes/<id>/merged: the kernel does
+// templates/tmp-<16 hex>, a snapshot import's, snapshots/tmp-<id>, or a volume or a view of
+// one, volumes/<name>. (Never an overlay pool's sandboxes/<id>/merged: the kernel does
 // not idmap overlayfs mounts, and idmap_tree also wants a btrfs subvolume.)
 // Exposed for tests.
 bool IsIdmappablePoolPath(const std::string& pool, const std::string& path);
 // The same for a read-only clone: those, or a snapshot, snapshots/<id>.
 bool IsReadOnlyIdmappablePoolPath(const std::string& pool, const std::string& path);
 bool IsSnapshotPoolPath(const std::string& pool, const std::string& path);
-// The directories subvol_delete deletes in: sandboxes/, snapshots/ and templates/ of the pool.
+// The directories subvol_delete deletes in: sandboxes/, snapshots/, templates/ and volumes/ of the pool.
 bool IsPoolSubvolumeDir(const std::string& pool, const std::string& path);
-// What qgroup_limit limits: a sandbox root or a rollback's staging root, sandboxes/<name>.
+// What qgroup_limit limits: a sandbox root or a rollback's staging root, sandboxes/<name>, or a
+// volume, volumes/<name>.
 bool IsPoolSandboxRoot(const std::string& pool, const std::string& path);
+bool IsPoolLimitable(const std::string& pool, const std::string& path);
+// One path component a volume subvolume may be named: [A-Za-z0-9_.-], not . or ..
+bool IsVolumeName(std::string_view name);
 
 // Opens the network namespace of the process behind `pidfd`, after checking that its user
 // namespace maps root to exactly the host uid range of `uid_slot` (a sandbox of that slot),

@@ -540,6 +540,18 @@ TEST(IdmapPathTest, OnlySandboxRootsAndTemplateBuildsOfThePool) {
     EXPECT_FALSE(IsReadOnlyIdmappablePoolPath(pool, bad)) << bad;
   }
   EXPECT_FALSE(IsIdmappablePoolPath("/", "//sandboxes/sbx_1"));
+  // Volumes and their views, by one component's name.
+  EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/volumes/vol_1"));
+  EXPECT_TRUE(IsIdmappablePoolPath(pool, pool + "/volumes/vol_1.ro-sbx_2"));
+  for (const std::string& bad :
+       std::vector<std::string>{pool + "/volumes", pool + "/volumes/", pool + "/volumes/..", pool + "/volumes/.",
+                                pool + "/volumes/vol_1/etc", pool + "x/volumes/vol_1"}) {
+    EXPECT_FALSE(IsIdmappablePoolPath(pool, bad)) << bad;
+  }
+  EXPECT_TRUE(IsPoolLimitable(pool, pool + "/volumes/vol_1"));
+  EXPECT_TRUE(IsPoolLimitable(pool, pool + "/sandboxes/sbx_1"));
+  EXPECT_FALSE(IsPoolLimitable(pool, pool + "/volumes/vol_1/x"));
+  EXPECT_FALSE(IsPoolLimitable(pool, pool + "/templates/sha256-00"));
 }
 
 // idmap_tree end to end, the broker under its own seccomp filter: a detached idmapped clone

@@ -110,7 +110,8 @@ Status BecomeNodeUser(const DevOptions& options, const storage::PoolMount& pool)
        .files = {"state.db", "state.db-wal", "state.db-shm", "state.db-journal", "api-key", "credentials.kek",
                  "e2b-token.key"}},
       {.path = options.data_dir + "/gateway", .recursive = true},
-      {.path = options.snapshot_store.empty() ? options.data_dir + "/store" : options.snapshot_store, .recursive = true},
+      {.path = options.snapshot_store.empty() ? options.data_dir + "/store" : options.snapshot_store,
+       .recursive = true},
       // The pool's top and its directories, with what they hold on the top subvolume (the
       // template index, VM disk images); never a sandbox root, snapshot or template, each a
       // subvolume of its own (another st_dev), which stays its own root's.
@@ -118,6 +119,7 @@ Status BecomeNodeUser(const DevOptions& options, const storage::PoolMount& pool)
       {.path = pool.pool_dir + "/sandboxes", .recursive = true},
       {.path = pool.pool_dir + "/snapshots", .recursive = true},
       {.path = pool.pool_dir + "/templates", .recursive = true},
+      {.path = pool.pool_dir + "/volumes", .recursive = true},
       {.path = pool.pool_dir + "/vm-images", .recursive = true},
       {.path = run_dirs.ns, .recursive = true, .mode = 0711},
       {.path = run_dirs.vm, .recursive = true, .mode = 0711},

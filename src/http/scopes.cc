@@ -57,7 +57,7 @@ std::string ScopeFor(const std::string& method, const std::vector<std::string>& 
   if (area == "teams" || area == "keys" || area == "nodes" || area == "jobs") return kAdminScope;
   if (area == "sandboxes" && path.size() == 4 && path[3] == "terminal") return "sandboxes:write";
   if (area == "operations" && read) return "";  // a team's own operations, whichever area started them
-  if (area == "sandboxes" || area == "snapshots" || area == "audit") return "sandboxes" + access;
+  if (area == "sandboxes" || area == "snapshots" || area == "audit" || area == "volumes") return "sandboxes" + access;
   if (area == "templates") return "templates" + access;
   if (area == "egress-profiles" || area == "credentials") return "egress" + access;
   return kAdminScope;  // a route added without a scope is admin's until it gets one

@@ -14,6 +14,13 @@
 
 namespace space::node {
 
+// Mount volume `name` (node/volumes.h) at `path` in the sandbox.
+struct VolumeRequest {
+  std::string name;
+  std::string path;
+  bool read_only = false;
+};
+
 struct CreateRequest {
   std::string team;
   std::string template_name = "base";
@@ -31,6 +38,7 @@ struct CreateRequest {
   std::string from_snapshot;  // restore this snapshot instead of cloning the template
   store::SnapshotPolicy snapshot_policy;
   std::vector<std::string> credentials;                  // names; the sandbox gets placeholders, never secrets
+  std::vector<VolumeRequest> volumes;                    // ns only; never from a warm pool
   store::RuntimeKind runtime = store::RuntimeKind::kNs;  // a restore keeps its origin's
   // A fork's egress policy: its parent's copy of the profiles (Sandbox::egress), not the
   // profiles' current state. Unset: resolve `egress_profiles` now.

@@ -136,6 +136,13 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
   if (req.runtime == store::RuntimeKind::kVm && !d_.runtimes->vm()) {
     return Unavailable("runtime 'vm' is not available on this node (qemu-system-x86 missing?)");
   }
+  if (!req.volumes.empty()) {
+    if (req.runtime == store::RuntimeKind::kVm) {
+      return InvalidArgument("volumes are mounted into ns sandboxes only: the vm runtime has no volume disk yet");
+    }
+    if (!req.from_snapshot.empty()) return InvalidArgument("volumes are mounted at create, not into a fork or restore");
+    allow_warm = false;  // a pooled sandbox booted without them
+  }
   // The team's quotas (store/quotas.h), before a pooled sandbox is taken.
   RETURN_IF_ERROR(store::AdmitSandbox(d_.store, req.team, req.resources));
   // Warm pools hold sandboxes of a template, never a restore; a pooled VM has no NIC backend,
@@ -190,7 +197,15 @@ Result<store::Sandbox> Lifecycle::PrepareCreate(CreateRequest* in, bool allow_wa
     ASSIGN_OR_RETURN(*served, CreateFromWarm(&rec, req, &warm));
     if (*served) return rec;
   }
-  RETURN_IF_ERROR(d_.store->PutSandbox(rec));
+  // Recorded before the sandbox is: a second writer is refused here, in the request.
+  if (!req.volumes.empty()) {
+    if (!d_.volumes) return Unavailable("volumes are not available on this node");
+    RETURN_IF_ERROR(d_.volumes->Attach(req.team, rec.id, req.volumes));
+  }
+  if (Status st = d_.store->PutSandbox(rec); !st.ok()) {
+    if (d_.volumes && !req.volumes.empty()) (void)d_.volumes->Release(rec.id, false, true);
+    return st;
+  }
   d_.audit->Record(req.team, rec.id, "lifecycle", "create", {{"template", req.template_name}});
   return rec;
 }
@@ -251,6 +266,9 @@ Status Lifecycle::RunCreate(store::Sandbox rec, CreateRequest req) {
   if (!st.ok()) {
     Teardown(rec.id);
     if (Status d = d_.pool->DestroyRoot(rec.id); !d.ok()) LogWarn("node", d.ToString());
+    if (d_.volumes) {
+      if (Status d = d_.volumes->Release(rec.id, false, true); !d.ok()) LogWarn("node", d.ToString());
+    }
     rec.state = SandboxState::kFailed;
     rec.error = st.message();
     rec.timings = nlohmann::json{{"steps", steps}};
@@ -285,6 +303,21 @@ Status Lifecycle::Boot(store::Sandbox* rec, nlohmann::json* steps, std::shared_p
   spec.guest_env.push_back("SPACE_SANDBOX_ID=" + rec->id);
   runtime::Runtime* rt = d_.runtimes->For(rec->runtime);
   const bool vm = rt == d_.runtimes->vm();
+  if (d_.volumes) {
+    // Each volume's newest copy in this pool (pulled from the store if need be) first.
+    t = MonoNowNs();
+    auto volumes = d_.volumes->Prepare(rec->id);
+    if (!volumes.ok()) {
+      d_.uid_slots->Release(slot);
+      return volumes.status();
+    }
+    if (vm && !volumes->empty()) {
+      d_.uid_slots->Release(slot);
+      return InvalidArgument("sandbox " + rec->id + " mounts volumes, which the vm runtime does not support");
+    }
+    spec.volumes = std::move(*volumes);
+    if (!spec.volumes.empty()) (*steps)["volumes"] = static_cast<double>(MonoNowNs() - t) / 1e6;
+  }
   const std::string vm_state = spec.rootfs + "/" + runtime::kVmStateDir + "/" + runtime::kVmMemoryName;
   if (vm) {
     spec.template_digest = rec->template_digest;
@@ -415,6 +448,10 @@ void Lifecycle::Teardown(const std::string& id) {
   runtime::Runtime* rt = live && live->runtime ? live->runtime : RuntimeOf(id);
   if (Status st = rt->Destroy(id); !st.ok()) LogWarn("node", "destroy " + id + ": " + st.ToString());
   if (live) d_.uid_slots->Release(live->uid_slot);
+  // Its read-only volume views (a boot makes them again).
+  if (d_.volumes) {
+    if (Status st = d_.volumes->Release(id, false, false); !st.ok()) LogWarn("node", st.ToString());
+  }
 }
 
 void Lifecycle::ShutdownLive() {
@@ -468,6 +505,11 @@ Status Lifecycle::RunDestroy(const std::string& id, const std::string& reason) {
   warm_.NoteActivity();
   Teardown(id);
   RETURN_IF_ERROR(d_.pool->DestroyRoot(id));
+  // Its volumes are free for another writer; with a fleet's store, synced there first.
+  // A failed sync leaves the newest copy here, recorded as this node's: logged, not fatal.
+  if (d_.volumes) {
+    if (Status v = d_.volumes->Release(id, d_.volumes->sync_on_destroy(), true); !v.ok()) LogWarn("node", v.ToString());
+  }
   ASSIGN_OR_RETURN(store::Sandbox rec, d_.store->GetSandbox(id));
   rec.state = SandboxState::kDestroyed;
   rec.uid_slot = -1;

@@ -29,6 +29,7 @@
 #include "node/runtimes.h"
 #include "node/snapshots.h"
 #include "node/uid_slot_lease.h"
+#include "node/volumes.h"
 #include "node/warm_pools.h"
 #include "storage/pool.h"
 #include "store/store.h"
@@ -51,6 +52,7 @@ class Lifecycle {
     CredentialService* credentials = nullptr;
     Egress* egress = nullptr;  // null: egress is off on this node
     Snapshots* snapshots = nullptr;
+    Volumes* volumes = nullptr;
     UidSlotLease* uid_slots = nullptr;
     PrivilegedActs* privileged = nullptr;  // nice values the node may not set itself
     // A fleet node: a template this pool lacks is pulled from the shared store, where the

@@ -83,6 +83,12 @@ Status Lifecycle::RunSuspend(const std::string& id) {
     return st.Annotate("suspend " + id);
   }
   Teardown(id);
+  // A volume it wrote goes to the store, for whichever node resumes it. A failed sync leaves
+  // the volume's newest copy here, recorded as this node's (it resumes here, not elsewhere).
+  if (d_.volumes) {
+    if (Status v = d_.volumes->Release(id, true, false); !v.ok())
+      LogWarn("node", "suspend " + id + ": " + v.ToString());
+  }
   RETURN_IF_ERROR(d_.pool->DestroyRoot(id));
   // The local copy goes too: the store is now the only home of the sandbox's files, which is
   // what lets it resume on any node reading the same store.

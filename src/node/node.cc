@@ -203,24 +203,34 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
                                                                  .runtimes = node->runtimes_.get(),
                                                                  .tree_jail = tree_jail,
                                                                  .template_record_key = config.template_record_key});
+  node->volumes_ = std::make_unique<Volumes>(Volumes::Deps{.node_name = config.node_name,
+                                                           .store = store,
+                                                           .pool = node->pool_.get(),
+                                                           .blobs = node->blobs_.get(),
+                                                           .locks = node->blob_locks_.get(),
+                                                           .audit = node->audit_.get(),
+                                                           .tree_jail = tree_jail,
+                                                           .sync_on_destroy = !config.object_store.empty()});
   node->metrics_ = std::make_unique<SandboxMetrics>(store, &node->live_, node->pool_.get());
   node->templates_ =
       std::make_unique<Templates>(node->pool_.get(), config.share_templates ? node->snapshots_.get() : nullptr);
-  node->lifecycle_ = std::make_unique<Lifecycle>(Lifecycle::Deps{.node_name = config.node_name,
-                                                                 .guest_binary = config.guest_binary,
-                                                                 .store = store,
-                                                                 .pool = node->pool_.get(),
-                                                                 .runtimes = node->runtimes_.get(),
-                                                                 .live = &node->live_,
-                                                                 .ops = node->ops_.get(),
-                                                                 .audit = node->audit_.get(),
-                                                                 .credentials = node->credentials_.get(),
-                                                                 .egress = node->egress_.get(),
-                                                                 .snapshots = node->snapshots_.get(),
-                                                                 .uid_slots = &node->uid_slots_,
-                                                                 .privileged = privileged,
-                                                                 .pull_templates = config.share_templates},
-                                                 config.warm_pool);
+  node->lifecycle_ = std::make_unique<Lifecycle>(
+      Lifecycle::Deps{.node_name = config.node_name,
+                      .guest_binary = config.guest_binary,
+                      .store = store,
+                      .pool = node->pool_.get(),
+                      .runtimes = node->runtimes_.get(),
+                      .live = &node->live_,
+                      .ops = node->ops_.get(),
+                      .audit = node->audit_.get(),
+                      .credentials = node->credentials_.get(),
+                      .egress = node->egress_.get(),
+                      .snapshots = node->snapshots_.get(),
+                      .volumes = node->pool_->kind() == "btrfs" ? node->volumes_.get() : nullptr,
+                      .uid_slots = &node->uid_slots_,
+                      .privileged = privileged,
+                      .pull_templates = config.share_templates},
+      config.warm_pool);
   node->io_ = std::make_unique<SandboxIo>(store, &node->live_, node->audit_.get(),
                                           [lc = node->lifecycle_.get()] { lc->warm_pools().NoteActivity(); });
   node->lifecycle_->set_template_starter(
@@ -236,6 +246,8 @@ Result<std::unique_ptr<Node>> Node::Start(const NodeConfig& config, store::Store
                            .store = store,
                            .publish = config.share_templates ? node->snapshots_.get() : nullptr});
 
+  // Volumes first: their leftover views go before the sandboxes that mount them boot again.
+  if (node->pool_->kind() == "btrfs") RETURN_IF_ERROR(node->volumes_->Reconcile());
   RETURN_IF_ERROR(node->lifecycle_->Reconcile());
   if (node->egress_) node->egress_->Reconcile();
   RETURN_IF_ERROR(node->snapshots_->Reconcile());

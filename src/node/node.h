@@ -43,6 +43,7 @@
 #include "node/template_builds.h"
 #include "node/templates.h"
 #include "node/uid_slot_lease.h"
+#include "node/volumes.h"
 #include "snapshot/blob_store.h"
 #include "snapshot/s3_blob_store.h"
 #include "storage/pool.h"
@@ -104,6 +105,7 @@ class Node {
   Lifecycle& lifecycle() { return *lifecycle_; }
   SandboxIo& io() { return *io_; }
   Snapshots& snapshots() { return *snapshots_; }
+  Volumes& volumes() { return *volumes_; }
   CredentialService& credentials() { return *credentials_; }
   SandboxMetrics& metrics() { return *metrics_; }
   Templates& templates() { return *templates_; }
@@ -153,6 +155,7 @@ class Node {
   std::unique_ptr<CredentialService> credentials_;
   std::unique_ptr<Egress> egress_;  // null when egress is off
   std::unique_ptr<Snapshots> snapshots_;
+  std::unique_ptr<Volumes> volumes_;
   std::unique_ptr<SandboxIo> io_;
   std::unique_ptr<SandboxMetrics> metrics_;
   std::unique_ptr<Templates> templates_;

@@ -59,6 +59,13 @@ struct ResourceUsage {
 
 // A validated description of one sandbox to start. Built by the node; the runtime never
 // parses user input.
+// A volume mounted into an ns sandbox (node/volumes.h).
+struct VolumeMountSpec {
+  std::string host_dir;  // the pool's subvolume (a trusted node path)
+  std::string path;      // where the sandbox sees it: absolute, normalized, not /, /proc, /sys or /dev
+  bool read_only = false;
+};
+
 struct SandboxSpec {
   std::string id;            // "sbx_..." (also the cgroup leaf name)
   std::string rootfs;        // host path of the sandbox's writable root directory
@@ -79,7 +86,13 @@ struct SandboxSpec {
   // vm only: the size the guest's disk grows to (its disk_mb); a disk already bigger, such as
   // a template's image with more in it, keeps its size. 0: the disk keeps the size it has.
   uint64_t disk_bytes = 0;
+  // ns only: volumes attached in the sandbox's mount namespace before pivot_root, in order.
+  std::vector<VolumeMountSpec> volumes;
 };
+
+// Checks a volume's mount path: absolute, at most 1024 bytes, no empty, "." or ".." component,
+// no NUL, not "/" and not under /proc, /sys or /dev (the runtime's own mounts).
+Status ValidateVolumePath(const std::string& path);
 
 struct LaunchedSandbox {
   pid_t pid = -1;      // host pid of the sandbox's init (spaced)

@@ -21,6 +21,23 @@ Status ValidateSnapshotId(const std::string& id) {
   return Status::Ok();
 }
 
+Status ValidateVolumeName(const std::string& name) {
+  static constexpr std::string_view kPrefix = "vol_";
+  const size_t dot = name.find('.');
+  const std::string_view id = std::string_view(name).substr(0, dot);
+  bool ok = id.size() > kPrefix.size() && id.size() <= kPrefix.size() + 64 && id.substr(0, kPrefix.size()) == kPrefix;
+  for (size_t i = kPrefix.size(); ok && i < id.size(); ++i) ok = IsAlnum(id[i]);
+  if (ok && dot != std::string::npos) {
+    const std::string_view suffix = std::string_view(name).substr(dot + 1);
+    ok = !suffix.empty() && suffix.size() <= 80;
+    for (char c : suffix) ok = ok && (IsAlnum(c) || c == '_' || c == '-');
+  }
+  if (!ok)
+    return InvalidArgument("volume name '" + name.substr(0, 160) +
+                           "' must match vol_[A-Za-z0-9]{1,64}(.[A-Za-z0-9_-]{1,80})?");
+  return Status::Ok();
+}
+
 Result<std::string> DigestHex(const std::string& digest) {
   static constexpr std::string_view kPrefix = "sha256:";
   bool ok = digest.size() == kPrefix.size() + 64 && digest.compare(0, kPrefix.size(), kPrefix) == 0;

@@ -53,6 +53,7 @@ class PoolImpl final : public Pool {
         templates_dir_(pool_dir + "/templates"),
         sandboxes_dir_(pool_dir + "/sandboxes"),
         snapshots_dir_(pool_dir + "/snapshots"),
+        volumes_dir_(pool_dir + "/volumes"),
         index_path_(templates_dir_ + "/index.json"),
         layers_path_(templates_dir_ + "/layers.json"),
         backend_(std::move(backend)),
@@ -375,6 +376,65 @@ class PoolImpl final : public Pool {
     return st;
   }
 
+  Status CreateVolume(const std::string& name, uint64_t limit_bytes) override {
+    RETURN_IF_ERROR(ValidateVolumeName(name));
+    RETURN_IF_ERROR(RequireSnapshots());
+    const std::string dir = VolumePath(name);
+    if (PathExists(dir)) return Conflict("volume " + name + " already exists in the pool");
+    RETURN_IF_ERROR(backend_->CreateScratch(dir));
+    // With the broker, it made the top 0777 (broker SubvolCreate); acting here, so do we.
+    Status st =
+        privileged_ != nullptr || ::chmod(dir.c_str(), 0777) == 0 ? Status::Ok() : ErrnoStatus("chmod", dir, errno);
+    if (st.ok() && limit_bytes > 0) st = backend_->SetRootDiskLimit(dir, limit_bytes);
+    if (!st.ok()) (void)backend_->RemoveTree(dir);
+    return st;
+  }
+
+  Status SnapshotVolume(const std::string& source, const std::string& dest, bool read_only,
+                        uint64_t limit_bytes) override {
+    RETURN_IF_ERROR(ValidateVolumeName(source));
+    RETURN_IF_ERROR(ValidateVolumeName(dest));
+    RETURN_IF_ERROR(RequireSnapshots());
+    const std::string from = VolumePath(source), to = VolumePath(dest);
+    if (!PathExists(from)) return NotFound("volume " + source + " is not in this pool");
+    if (PathExists(to)) return Conflict("volume " + dest + " already exists in the pool");
+    if (read_only) return backend_->SnapshotRoot(from, to);
+    return backend_->CreateRoot(from, to, limit_bytes).status();
+  }
+
+  Status CreateVolumeFromSnapshot(const std::string& name, const std::string& snap_id, uint64_t limit_bytes) override {
+    RETURN_IF_ERROR(ValidateVolumeName(name));
+    RETURN_IF_ERROR(ValidateSnapshotId(snap_id));
+    RETURN_IF_ERROR(RequireSnapshots());
+    const std::string snap = SnapshotPath(snap_id), to = VolumePath(name);
+    if (!PathExists(snap)) return NotFound("snapshot " + snap_id + " not found");
+    if (PathExists(to)) return Conflict("volume " + name + " already exists in the pool");
+    return backend_->CreateRoot(snap, to, limit_bytes).status();
+  }
+
+  Status SetVolumeLimit(const std::string& name, uint64_t limit_bytes) override {
+    RETURN_IF_ERROR(ValidateVolumeName(name));
+    return backend_->SetRootDiskLimit(VolumePath(name), limit_bytes);
+  }
+
+  Status DestroyVolume(const std::string& name) override {
+    RETURN_IF_ERROR(ValidateVolumeName(name));
+    return backend_->RemoveTree(VolumePath(name));
+  }
+
+  std::string VolumePath(const std::string& name) const override { return volumes_dir_ + "/" + name; }
+
+  bool HasVolume(const std::string& name) override {
+    return ValidateVolumeName(name).ok() && PathExists(VolumePath(name));
+  }
+
+  Result<std::vector<std::string>> ListVolumes() override {
+    if (!PathExists(volumes_dir_)) return std::vector<std::string>{};
+    ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(volumes_dir_));
+    std::erase_if(names, [](const std::string& n) { return !ValidateVolumeName(n).ok(); });
+    return names;
+  }
+
   Result<std::vector<std::string>> ListSnapshots() override {
     RETURN_IF_ERROR(RequireSnapshots());
     ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(snapshots_dir_));
@@ -547,6 +607,7 @@ class PoolImpl final : public Pool {
   const std::string templates_dir_;
   const std::string sandboxes_dir_;
   const std::string snapshots_dir_;
+  const std::string volumes_dir_;
   const std::string index_path_;
   const std::string layers_path_;
   const std::unique_ptr<Backend> backend_;

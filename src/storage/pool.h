@@ -8,6 +8,8 @@
 //     sandboxes/<sbx_id>        writable snapshot of the template (the sandbox root)
 //     sandboxes/.<sbx_id>.new   a rollback in progress (see ReplaceRootFromSnapshot)
 //     snapshots/<snap_id>       read-only snapshot of a sandbox root (btrfs only)
+//     volumes/<vol_id>          a volume: writable subvolume with its own qgroup limit (btrfs only)
+//     volumes/<vol_id>.<suffix> a read-only view or sync point of one (node/volumes.h)
 // Overlay fallback (no btrfs possible): templates are plain directories and a sandbox root is
 // an overlayfs mount of the template (lower) and sandboxes/<id>/{upper,work}.
 //
@@ -188,6 +190,23 @@ class Pool {
   // Bytes exclusively referenced by a snapshot (what deleting it frees; btrfs qgroup "excl"
   // when quotas are on, as of the last transaction commit), 0 if unknown.
   virtual uint64_t SnapshotExclusiveBytes(const std::string& snap_id) = 0;
+
+  // Volumes (node/volumes.h): subvolumes in volumes/, btrfs only (unavailable otherwise). Names
+  // are one component of [A-Za-z0-9_.-]. CreateVolume makes an empty one whose top every
+  // sandbox user may write (0777), limited to `limit_bytes` (0: no limit).
+  virtual Status CreateVolume(const std::string& name, uint64_t limit_bytes) = 0;
+  // `dest` as an O(1) snapshot of volume `source`: read-only (a view for read-only mounts, a
+  // sync point) or writable (a fork, limited to `limit_bytes`).
+  virtual Status SnapshotVolume(const std::string& source, const std::string& dest, bool read_only,
+                                uint64_t limit_bytes) = 0;
+  // Volume `name` as a writable clone of pool snapshot `snap_id` (a volume pulled from the store).
+  virtual Status CreateVolumeFromSnapshot(const std::string& name, const std::string& snap_id,
+                                          uint64_t limit_bytes) = 0;
+  virtual Status SetVolumeLimit(const std::string& name, uint64_t limit_bytes) = 0;
+  virtual Status DestroyVolume(const std::string& name) = 0;  // idempotent
+  virtual std::string VolumePath(const std::string& name) const = 0;
+  virtual bool HasVolume(const std::string& name) = 0;
+  virtual Result<std::vector<std::string>> ListVolumes() = 0;
 
   // Disk limits hold only while btrfs quota accounting is exact: when the kernel has marked it
   // inconsistent, starts a rescan and logs it. Cheap (one sysfs read); the node calls it every

@@ -71,7 +71,7 @@ bool DirIsEmpty(const std::string& path) {
 Status MakeLayout(const std::string& pool_dir) {
   // 0700 everywhere: host users must not reach into sandbox files (setuid binaries, secrets).
   if (::chmod(pool_dir.c_str(), 0700) != 0) return ErrnoStatus("chmod", pool_dir, errno);
-  for (const char* sub : {"/templates", "/sandboxes", "/snapshots"}) {
+  for (const char* sub : {"/templates", "/sandboxes", "/snapshots", "/volumes"}) {
     std::string p = pool_dir + sub;
     if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir", p, errno);
   }

@@ -198,6 +198,30 @@ CREATE TABLE blob_leases (
 );
 INSERT INTO blob_leases (id, holder, until_ms) VALUES ('gate', '', 0);
 )sql",
+    // 10: volumes (node/volumes.h) and their mounts; one read-write mount per volume.
+    R"sql(
+CREATE TABLE volumes (
+  id TEXT PRIMARY KEY,
+  team TEXT NOT NULL,
+  name TEXT COLLATE "C" NOT NULL,
+  size_mb BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  node TEXT NOT NULL,
+  manifest TEXT NOT NULL,
+  parent TEXT NOT NULL
+);
+CREATE UNIQUE INDEX volumes_team_name ON volumes (team, name);
+CREATE TABLE volume_mounts (
+  volume TEXT NOT NULL,
+  sandbox TEXT NOT NULL,
+  path TEXT NOT NULL,
+  read_only BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (volume, sandbox)
+);
+CREATE UNIQUE INDEX volume_mounts_one_writer ON volume_mounts (volume) WHERE read_only = 0;
+CREATE INDEX volume_mounts_sandbox ON volume_mounts (sandbox);
+)sql",
 };
 
 }  // namespace space::store

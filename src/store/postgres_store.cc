@@ -216,6 +216,29 @@ constexpr Statement kClaimJob{
     "WHERE state = 'pending' AND lease_until_ms < $3 ORDER BY created_at_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
     "RETURNING " JOB_COLS};
 
+#define VOLUME_COLS "id, team, name, size_mb, created_at_ms, node, manifest, parent"
+#define MOUNT_COLS "volume, sandbox, path, read_only, created_at_ms"
+constexpr Statement kPutVolume{
+    "put_volume", "INSERT INTO volumes (" VOLUME_COLS ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT DO NOTHING"};
+constexpr Statement kUpdateVolume{"update_volume",
+                                  "UPDATE volumes SET node = $1, manifest = $2, size_mb = $3 WHERE id = $4"};
+constexpr Statement kGetVolume{"get_volume", "SELECT " VOLUME_COLS " FROM volumes WHERE team = $1 AND name = $2"};
+constexpr Statement kGetVolumeById{"get_volume_by_id", "SELECT " VOLUME_COLS " FROM volumes WHERE id = $1"};
+constexpr Statement kListVolumes{"list_volumes",
+                                 "SELECT " VOLUME_COLS " FROM volumes WHERE ($1 = '' OR team = $1) ORDER BY name, id"};
+constexpr Statement kDeleteVolume{"delete_volume", "DELETE FROM volumes WHERE id = $1"};
+// DO NOTHING covers the primary key and the partial unique index on the one writer alike: of two
+// writers at once, one inserts and the other sees no row changed.
+constexpr Statement kPutVolumeMount{
+    "put_volume_mount", "INSERT INTO volume_mounts (" MOUNT_COLS ") VALUES ($1,$2,$3,$4,$5) ON CONFLICT DO NOTHING"};
+constexpr Statement kListVolumeMounts{"list_volume_mounts",
+                                      "SELECT " MOUNT_COLS
+                                      " FROM volume_mounts WHERE ($1 = '' OR volume = $1) AND "
+                                      "($2 = '' OR sandbox = $2) ORDER BY created_at_ms, volume, sandbox"};
+constexpr Statement kDeleteVolumeMounts{"delete_volume_mounts", "DELETE FROM volume_mounts WHERE sandbox = $1"};
+#undef VOLUME_COLS
+#undef MOUNT_COLS
+
 constexpr Statement kPutBlobLease{
     "put_blob_lease",
     "INSERT INTO blob_leases (id, holder, until_ms) VALUES ($1, $2, $3) "
@@ -663,7 +686,59 @@ class PostgresStore : public Store {
     return Exec("ReleaseBlobGate", kReleaseBlobGate, {holder});
   }
 
+  Status PutVolume(const VolumeRecord& r) override {
+    ASSIGN_OR_RETURN(
+        PgRows rows,
+        Query("PutVolume", kPutVolume, {r.id, r.team, r.name, r.size_mb, r.created_at_ms, r.node, r.manifest, r.parent},
+              Retry::kNever));
+    if (rows.affected() == 0) return Conflict("volume " + r.name + " exists");
+    return Status::Ok();
+  }
+  Status UpdateVolume(const VolumeRecord& r) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("UpdateVolume", kUpdateVolume, {r.node, r.manifest, r.size_mb, r.id}));
+    if (rows.affected() == 0) return NotFound("volume " + r.id + " not found");
+    return Status::Ok();
+  }
+  Result<VolumeRecord> GetVolume(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetVolume", kGetVolume, {team, name}));
+    if (rows.size() == 0) return NotFound("volume " + name + " not found");
+    return ReadVolume(rows, 0);
+  }
+  Result<VolumeRecord> GetVolumeById(const std::string& id) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("GetVolumeById", kGetVolumeById, {id}));
+    if (rows.size() == 0) return NotFound("volume " + id + " not found");
+    return ReadVolume(rows, 0);
+  }
+  Result<std::vector<VolumeRecord>> ListVolumes(const std::string& team) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListVolumes", kListVolumes, {team}));
+    return ReadAll<VolumeRecord>(rows, ReadVolume);
+  }
+  Status DeleteVolume(const std::string& id) override { return Exec("DeleteVolume", kDeleteVolume, {id}); }
+  Status PutVolumeMount(const VolumeMountRecord& r) override {
+    ASSIGN_OR_RETURN(PgRows rows,
+                     Query("PutVolumeMount", kPutVolumeMount,
+                           {r.volume, r.sandbox, r.path, int64_t{r.read_only}, r.created_at_ms}, Retry::kNever));
+    if (rows.affected() == 0) {
+      return Conflict("volume " + r.volume + " is mounted read-write by another sandbox, or already by this one");
+    }
+    return Status::Ok();
+  }
+  Result<std::vector<VolumeMountRecord>> ListVolumeMounts(const std::string& volume,
+                                                          const std::string& sandbox) override {
+    ASSIGN_OR_RETURN(PgRows rows, Query("ListVolumeMounts", kListVolumeMounts, {volume, sandbox}));
+    return ReadAll<VolumeMountRecord>(rows, [](const PgRows& s, int i) {
+      return VolumeMountRecord{s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Int(i, 3) != 0, s.Int(i, 4)};
+    });
+  }
+  Status DeleteVolumeMounts(const std::string& sandbox) override {
+    return Exec("DeleteVolumeMounts", kDeleteVolumeMounts, {sandbox});
+  }
+
  private:
+  static VolumeRecord ReadVolume(const PgRows& s, int i) {
+    return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Int(i, 3),
+            s.Int(i, 4),  s.Text(i, 5), s.Text(i, 6), s.Text(i, 7)};
+  }
   static JobRecord ReadJob(const PgRows& s, int i) {
     return {s.Text(i, 0), s.Text(i, 1), s.Text(i, 2), s.Text(i, 3), ParseObject(s.Text(i, 4)), ParseJobState(s.Text(i, 5)),
             s.Text(i, 6), s.Int(i, 7),  s.Int(i, 8),  s.Text(i, 9), s.Int(i, 10), s.Int(i, 11)};

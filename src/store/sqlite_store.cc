@@ -726,6 +726,87 @@ class SqliteStore : public Store {
     return RunLocked("UPDATE blob_leases SET holder = '', until_ms = 0 WHERE id = 'gate' AND holder = ?", {holder});
   }
 
+  static constexpr const char* kVolumeCols = "id, team, name, size_mb, created_at_ms, node, manifest, parent";
+  static constexpr const char* kMountCols = "volume, sandbox, path, read_only, created_at_ms";
+
+  Status PutVolume(const VolumeRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked(
+        std::string("INSERT INTO volumes (") + kVolumeCols + ") VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+        {r.id, r.team, r.name, r.size_mb, r.created_at_ms, r.node, r.manifest, r.parent}));
+    if (sqlite3_changes(db_) == 0) return Conflict("volume " + r.name + " exists");
+    return Status::Ok();
+  }
+  Status UpdateVolume(const VolumeRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked("UPDATE volumes SET node = ?, manifest = ?, size_mb = ? WHERE id = ?",
+                              {r.node, r.manifest, r.size_mb, r.id}));
+    if (sqlite3_changes(db_) == 0) return NotFound("volume " + r.id + " not found");
+    return Status::Ok();
+  }
+  Result<VolumeRecord> GetVolume(const std::string& team, const std::string& name) override {
+    ASSIGN_OR_RETURN(
+        auto v,
+        QueryVolumes(std::string("SELECT ") + kVolumeCols + " FROM volumes WHERE team = ? AND name = ?", {team, name}));
+    if (v.empty()) return NotFound("volume " + name + " not found");
+    return v[0];
+  }
+  Result<VolumeRecord> GetVolumeById(const std::string& id) override {
+    ASSIGN_OR_RETURN(auto v, QueryVolumes(std::string("SELECT ") + kVolumeCols + " FROM volumes WHERE id = ?", {id}));
+    if (v.empty()) return NotFound("volume " + id + " not found");
+    return v[0];
+  }
+  Result<std::vector<VolumeRecord>> ListVolumes(const std::string& team) override {
+    return QueryVolumes(
+        std::string("SELECT ") + kVolumeCols + " FROM volumes WHERE (? = '' OR team = ?) ORDER BY name, id",
+        {team, team});
+  }
+  Status DeleteVolume(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("DELETE FROM volumes WHERE id = ?", {id});
+  }
+  Status PutVolumeMount(const VolumeMountRecord& r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(RunLocked(
+        std::string("INSERT INTO volume_mounts (") + kMountCols + ") VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+        {r.volume, r.sandbox, r.path, int64_t{r.read_only}, r.created_at_ms}));
+    if (sqlite3_changes(db_) == 0) {
+      return Conflict("volume " + r.volume + " is mounted read-write by another sandbox, or already by this one");
+    }
+    return Status::Ok();
+  }
+  Result<std::vector<VolumeMountRecord>> ListVolumeMounts(const std::string& volume,
+                                                          const std::string& sandbox) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, std::string("SELECT ") + kMountCols +
+                    " FROM volume_mounts WHERE (? = '' OR volume = ?) AND (? = '' OR sandbox = ?) "
+                    "ORDER BY created_at_ms, volume, sandbox");
+    RETURN_IF_ERROR(s.Bind({volume, volume, sandbox, sandbox}));
+    std::vector<VolumeMountRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Int(3) != 0, s.Int(4)});
+    }
+    return out;
+  }
+  Status DeleteVolumeMounts(const std::string& sandbox) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunLocked("DELETE FROM volume_mounts WHERE sandbox = ?", {sandbox});
+  }
+  Result<std::vector<VolumeRecord>> QueryVolumes(const std::string& sql, const std::vector<Value>& args) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Stmt s(db_, sql);
+    RETURN_IF_ERROR(s.Bind(args));
+    std::vector<VolumeRecord> out;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, s.Step());
+      if (!row) break;
+      out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Int(3), s.Int(4), s.Text(5), s.Text(6), s.Text(7)});
+    }
+    return out;
+  }
+
   static constexpr const char* kJobCols =
       "id, kind, target, team, payload_json, state, holder, lease_until_ms, attempts, error, created_at_ms, "
       "finished_at_ms";

@@ -211,6 +211,30 @@ struct BlobLeaseRecord {
   int64_t until_ms = 0;  // store clock; a lease past it is dead (its holder crashed or hung)
 };
 
+// A volume (api: /v1/volumes): named, team-owned data that outlives sandboxes (node/volumes.h).
+// Its bytes are in one node's pool (`node`, the holder of the newest copy) and, once synced, in
+// the snapshot store under `manifest`; "" for either means none.
+struct VolumeRecord {
+  std::string id;  // "vol_..."
+  std::string team;
+  std::string name;
+  int64_t size_mb = 0;
+  int64_t created_at_ms = 0;
+  std::string node;      // whose pool holds the newest copy ("": only the store, or nobody yet)
+  std::string manifest;  // the newest copy in the snapshot store ("" none)
+  std::string parent;    // the volume it was forked from ("" none)
+};
+
+// A sandbox's mount of a volume; the row lives until the sandbox is destroyed or fails. At most
+// one read-write row per volume (a unique index): the store refuses a second writer.
+struct VolumeMountRecord {
+  std::string volume;  // VolumeRecord::id
+  std::string sandbox;
+  std::string path;  // absolute, normalized, in the sandbox
+  bool read_only = false;
+  int64_t created_at_ms = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -311,6 +335,22 @@ class Store {
   // free, already its own, or its lease ran out before `now_ms`. False: someone else holds it.
   virtual Result<bool> ClaimBlobGate(const std::string& holder, int64_t now_ms, int64_t until_ms) = 0;
   virtual Status ReleaseBlobGate(const std::string& holder) = 0;  // OK if not held by `holder`
+
+  // Volumes. PutVolume inserts (conflict: the team has one by that name); UpdateVolume
+  // rewrites node, manifest and size_mb by id (not_found).
+  virtual Status PutVolume(const VolumeRecord& r) = 0;
+  virtual Status UpdateVolume(const VolumeRecord& r) = 0;
+  virtual Result<VolumeRecord> GetVolume(const std::string& team, const std::string& name) = 0;  // not_found
+  virtual Result<VolumeRecord> GetVolumeById(const std::string& id) = 0;                         // not_found
+  virtual Result<std::vector<VolumeRecord>> ListVolumes(const std::string& team) = 0;            // "" all; by name
+  virtual Status DeleteVolume(const std::string& id) = 0;                                        // OK if absent
+  // Conflict when `r` is read-write and the volume has a read-write mount already, or when the
+  // sandbox mounts the volume already.
+  virtual Status PutVolumeMount(const VolumeMountRecord& r) = 0;
+  // By volume ("" any) and sandbox ("" any), oldest first.
+  virtual Result<std::vector<VolumeMountRecord>> ListVolumeMounts(const std::string& volume,
+                                                                  const std::string& sandbox) = 0;
+  virtual Status DeleteVolumeMounts(const std::string& sandbox) = 0;  // OK if none
 };
 
 // True for 64 lower-case hex digits: the only form an API key is stored in.

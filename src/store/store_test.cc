@@ -570,6 +570,44 @@ TEST_P(StoreTest, ReopenKeepsDataAndSchema) {
   store_ = std::move(s).value();
 }
 
+TEST_P(StoreTest, VolumesAndTheirOneWriter) {
+  VolumeRecord v{"vol_1", "team-a", "data", 64, 1000, "", "", ""};
+  ASSERT_TRUE(store_->PutVolume(v).ok());
+  EXPECT_EQ(store_->PutVolume({"vol_2", "team-a", "data", 64, 1001, "", "", ""}).code(), StatusCode::kConflict)
+      << "one name per team";
+  ASSERT_TRUE(store_->PutVolume({"vol_3", "team-b", "data", 32, 1002, "", "", "vol_1"}).ok()) << "another team's name";
+  auto got = store_->GetVolume("team-a", "data");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->id, "vol_1");
+  EXPECT_EQ(got->size_mb, 64);
+  EXPECT_EQ(store_->GetVolume("team-c", "data").status().code(), StatusCode::kNotFound);
+  v.node = "node-a";
+  v.manifest = "vsn_1";
+  ASSERT_TRUE(store_->UpdateVolume(v).ok());
+  EXPECT_EQ(store_->GetVolumeById("vol_1")->manifest, "vsn_1");
+  EXPECT_EQ(store_->UpdateVolume({"vol_9", "", "", 1, 0, "", "", ""}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListVolumes("team-b")->size(), 1u);
+  EXPECT_EQ(store_->ListVolumes("")->size(), 2u);
+
+  ASSERT_TRUE(store_->PutVolumeMount({"vol_1", "sbx_w", "/data", false, 1}).ok());
+  EXPECT_EQ(store_->PutVolumeMount({"vol_1", "sbx_x", "/data", false, 2}).code(), StatusCode::kConflict)
+      << "a second writer";
+  ASSERT_TRUE(store_->PutVolumeMount({"vol_1", "sbx_r", "/in", true, 3}).ok()) << "readers beside the writer";
+  ASSERT_TRUE(store_->PutVolumeMount({"vol_1", "sbx_s", "/in", true, 4}).ok());
+  EXPECT_EQ(store_->PutVolumeMount({"vol_1", "sbx_r", "/again", true, 5}).code(), StatusCode::kConflict)
+      << "one mount of a volume per sandbox";
+  EXPECT_EQ(store_->ListVolumeMounts("vol_1", "")->size(), 3u);
+  auto of_r = store_->ListVolumeMounts("", "sbx_r");
+  ASSERT_EQ(of_r->size(), 1u);
+  EXPECT_TRUE((*of_r)[0].read_only);
+  EXPECT_EQ((*of_r)[0].path, "/in");
+  ASSERT_TRUE(store_->DeleteVolumeMounts("sbx_w").ok());
+  EXPECT_TRUE(store_->PutVolumeMount({"vol_1", "sbx_x", "/data", false, 6}).ok()) << "the writer left";
+  ASSERT_TRUE(store_->DeleteVolume("vol_1").ok());
+  ASSERT_TRUE(store_->DeleteVolume("vol_1").ok());
+  EXPECT_EQ(store_->GetVolumeById("vol_1").status().code(), StatusCode::kNotFound);
+}
+
 TEST_P(StoreTest, BlobLeasesAndTheGate) {
   auto rows = store_->ListBlobLeases();
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();

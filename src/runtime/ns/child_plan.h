@@ -35,6 +35,10 @@ struct ChildOp {
     // it must open as a directory without following a link (openat2 RESOLVE_BENEATH |
     // RESOLVE_NO_SYMLINKS), else ELOOP or ENOTDIR. For what the node could not check itself.
     kMountPoint,
+    // Attaches the detached mount of volume `fd_index` (the descriptors that came with "go",
+    // after the root's) at `target`, a path of one or more components under the root, making
+    // the missing ones (ChildAttachVolume).
+    kAttachVolume,
   };
   Step step = Step::kMountProc;
   Kind kind = kMount;
@@ -49,7 +53,12 @@ struct ChildOp {
   // If this op fails with EPERM, report a note and run the next op (its fallback);
   // otherwise skip the next op.
   bool fallback_on_eperm = false;
+  int fd_index = -1;  // kAttachVolume
 };
+
+// The most volumes one sandbox mounts, and the longest path one is mounted at.
+inline constexpr size_t kMaxVolumeMounts = 8;
+inline constexpr size_t kMaxVolumePathLen = 1024;
 
 struct ChildPlan {
   int sync_fd = -1;                // child end of the sync socket (CLOEXEC)
@@ -60,6 +69,7 @@ struct ChildPlan {
   size_t hostname_len = 0;
   const ChildOp* ops = nullptr;
   size_t n_ops = 0;
+  size_t n_volumes = 0;  // volume mount descriptors that come with "go", after the root's
   sock_fprog seccomp{};  // points into PlanStorage::seccomp
   char* const* argv = nullptr;
   char* const* envp = nullptr;

@@ -107,12 +107,13 @@ void ResetSignals() {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-// Waits for the parent's "go" and returns the root mount fd, or -1 with errno set.
+// Waits for the parent's "go" and returns the root mount fd, or -1 with errno set; the
+// volumes' mount fds (exactly `n_volumes` must come) go in `volume_fds`.
 // A clean EOF means the parent gave up on this launch: exit quietly.
-int ReceiveGo(int fd) {
+int ReceiveGo(int fd, size_t n_volumes, int* volume_fds) {
   char byte = 0;
   iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * (1 + kMaxVolumeMounts))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -129,9 +130,19 @@ int ReceiveGo(int fd) {
     errno = EPROTO;
     return -1;
   }
-  int mount_fd;
-  std::memcpy(&mount_fd, CMSG_DATA(c), sizeof mount_fd);
-  return mount_fd;
+  const size_t n_fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+  int fds[1 + kMaxVolumeMounts];
+  if (n_fds == 0 || n_fds > 1 + kMaxVolumeMounts || (msg.msg_flags & MSG_CTRUNC) != 0) {
+    errno = EPROTO;
+    return -1;
+  }
+  std::memcpy(fds, CMSG_DATA(c), n_fds * sizeof(int));
+  if (n_fds != 1 + n_volumes) {
+    errno = EPROTO;
+    return -1;
+  }
+  for (size_t i = 0; i < n_volumes; ++i) volume_fds[i] = fds[1 + i];
+  return fds[0];
 }
 
 // Moves the guest's fds to their fixed numbers and closes everything else (the node's
@@ -176,7 +187,8 @@ int ChildMain(void* arg) {
   // ever (each holds the other's parent end, so no EOF comes), with the listener's port held.
   int keep[] = {0, 1, 2, p.sync_fd, p.channel_fd, p.guest_fd};
   if ((err = CloseFdsExcept(keep, sizeof keep / sizeof keep[0])) != 0) r.Fail(Call::kCloseRange, err);
-  int mount_fd = ReceiveGo(p.sync_fd);
+  int volume_fds[kMaxVolumeMounts];
+  int mount_fd = ReceiveGo(p.sync_fd, p.n_volumes, volume_fds);
   if (mount_fd < 0) r.Fail(Call::kRecvmsg, errno);
 
   // Timing starts after "go": waiting is the parent's time, measured there.
@@ -202,7 +214,13 @@ int ChildMain(void* arg) {
   for (size_t i = 0; i < p.n_ops; ++i) {
     const ChildOp& op = p.ops[i];
     if (op.step != r.step()) r.Next(op.step);
-    err = ChildRunOp(op, &call);
+    if (op.kind == ChildOp::kAttachVolume) {
+      err = op.fd_index >= 0 && static_cast<size_t>(op.fd_index) < p.n_volumes
+                ? ChildAttachVolume(volume_fds[op.fd_index], op.target, &call)
+                : EINVAL;
+    } else {
+      err = ChildRunOp(op, &call);
+    }
     if (op.fallback_on_eperm) {
       if (err == 0) {
         ++i;  // primary worked: skip the fallback
@@ -262,8 +280,27 @@ Result<Spawned> CloneChild(const ChildPlan& plan) {
   return Spawned{pid, UniqueFd(pidfd)};
 }
 
-Status SendGo(int sync_fd, int mount_fd) {
-  ASSIGN_OR_RETURN(size_t sent, SendWithFd(sync_fd, "G", mount_fd));
+Status SendGo(int sync_fd, int mount_fd, const std::vector<int>& volume_fds) {
+  if (volume_fds.size() > kMaxVolumeMounts) return InvalidArgument("more than 8 volume mounts");
+  int fds[1 + kMaxVolumeMounts];
+  fds[0] = mount_fd;
+  for (size_t i = 0; i < volume_fds.size(); ++i) fds[1 + i] = volume_fds[i];
+  const size_t n = 1 + volume_fds.size();
+  char byte = 'G';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * (1 + kMaxVolumeMounts))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+  ssize_t sent = RetryEintr([&] { return ::sendmsg(sync_fd, &msg, MSG_NOSIGNAL); });
+  if (sent < 0) return ErrnoStatus("sendmsg", "go", errno);
   if (sent != 1) return ErrnoStatus("sendmsg", "go", EIO);
   return Status::Ok();
 }

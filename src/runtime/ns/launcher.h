@@ -31,8 +31,8 @@ struct Spawned {
 // blocked around clone so no handler of the node runs in the child.
 Result<Spawned> CloneChild(const ChildPlan& plan);
 
-// Sends the "go" byte and the root mount fd.
-Status SendGo(int sync_fd, int mount_fd);
+// Sends the "go" byte, the root mount fd and the volumes' mount fds (ChildPlan::n_volumes of them).
+Status SendGo(int sync_fd, int mount_fd, const std::vector<int>& volume_fds = {});
 
 struct ChildOutcome {
   std::vector<ChildReport> reports;  // in arrival order; a failure is the last one

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "common/syscall.h"
@@ -280,10 +281,59 @@ int ChildRunOp(const ChildOp& op, Call* call) {
       ::close(static_cast<int>(fd));
       break;
     }
+    case ChildOp::kAttachVolume:  // needs the volume's descriptor: ChildAttachVolume
+      *call = Call::kMoveMount;
+      return EINVAL;
   }
   if (rc == 0) return 0;
   int err = errno;
   if (err == ENOENT && op.optional) return 0;
+  return err;
+}
+
+int ChildAttachVolume(int mount_fd, const char* target, Call* call) {
+  char path[kMaxVolumePathLen + 1];
+  const size_t n = ::strnlen(target, sizeof path);
+  *call = Call::kOpen;
+  if (n == 0 || n > kMaxVolumePathLen) {
+    ::close(mount_fd);
+    return EINVAL;
+  }
+  std::memcpy(path, target, n);
+  path[n] = '\0';
+  int dir = AT_FDCWD;
+  char* component = path;
+  int err = 0;
+  for (;;) {
+    char* slash = std::strchr(component, '/');
+    if (slash != nullptr) *slash = '\0';
+    *call = Call::kMkdir;
+    if (::mkdirat(dir, component, 0755) != 0 && errno != EEXIST) {
+      err = errno;
+      break;
+    }
+    *call = Call::kOpen;
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    long next = ::syscall(SYS_openat2, dir, component, &how, sizeof how);
+    if (next < 0) {
+      err = errno;
+      break;
+    }
+    if (dir != AT_FDCWD) ::close(dir);
+    dir = static_cast<int>(next);
+    if (slash == nullptr) break;
+    component = slash + 1;
+  }
+  if (err == 0) {
+    *call = Call::kMoveMount;
+    if (::syscall(SYS_move_mount, mount_fd, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+      err = errno;
+    }
+  }
+  if (dir != AT_FDCWD) ::close(dir);
+  ::close(mount_fd);
   return err;
 }
 

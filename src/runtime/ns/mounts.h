@@ -70,6 +70,12 @@ int ChildMakePrivate(Call* call);
 int ChildAttachRoot(int mount_fd, const char* root_dir, Call* call);
 // Child side: runs one op. ENOENT on an optional op counts as success.
 int ChildRunOp(const ChildOp& op, Call* call);
+// Child side: attaches the detached mount `mount_fd` at `target` (relative to the cwd, the
+// sandbox root: components joined by '/', at most kMaxVolumePathLen bytes), making missing
+// directories on the way (0755). No component is resolved through a symlink or out of the
+// root (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, one component at a time): the root's
+// contents are the sandbox's. Closes `mount_fd`.
+int ChildAttachVolume(int mount_fd, const char* target, Call* call);
 // Child side: pivot_root(".", ".") + detach the old root; cwd becomes "/".
 int ChildPivotRoot(Call* call);
 

@@ -65,12 +65,45 @@ Status ValidateSpec(const SandboxSpec& spec) {
     return InvalidArgument("uid_base must be a non-zero multiple of 65536 below 2^32-65536");
   }
   RETURN_IF_ERROR(ValidateLimits(spec.limits));
+  if (spec.volumes.size() > ns::kMaxVolumeMounts) return InvalidArgument("at most 8 volumes per sandbox");
+  for (const VolumeMountSpec& v : spec.volumes) {
+    if (v.host_dir.empty() || v.host_dir[0] != '/' || HasNul(v.host_dir)) {
+      return InvalidArgument("a volume's host_dir must be an absolute path");
+    }
+    RETURN_IF_ERROR(ValidateVolumePath(v.path));
+  }
   for (const std::string& kv : spec.guest_env) {
     if (kv.find('=') == std::string::npos || HasNul(kv))
       return InvalidArgument("guest_env entries are K=V");
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+Status ValidateVolumePath(const std::string& path) {
+  if (path.size() < 2 || path[0] != '/' || path.size() > ns::kMaxVolumePathLen || HasNul(path)) {
+    return InvalidArgument("volume path '" + path.substr(0, 200) + "' must be absolute, not /, at most 1024 bytes");
+  }
+  size_t start = 1;
+  bool first = true;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    const std::string c = path.substr(start, slash - start);
+    if (c.empty() || c == "." || c == "..") {
+      return InvalidArgument("volume path '" + path.substr(0, 200) + "' has an empty, '.' or '..' component");
+    }
+    if (first && (c == "proc" || c == "sys" || c == "dev")) {
+      return InvalidArgument("volume path '" + path.substr(0, 200) + "' is under /" + c + ", which the runtime mounts");
+    }
+    first = false;
+    start = slash + 1;
+  }
+  return Status::Ok();
+}
+
+namespace {
 
 // rmdir that treats "already gone" as success.
 Status RemoveDir(const std::string& path) {
@@ -269,6 +302,14 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
   ns::ChildPlan plan;
   RETURN_IF_ERROR(run(Step::kBuildPlan, [&]() -> Status {
     ns::AppendMountOps({.dev_shm_size = std::to_string(spec.limits.memory_bytes)}, child_makes, &storage);
+    // Volumes last: one may be mounted under /tmp, which the ops above mount first.
+    for (size_t i = 0; i < spec.volumes.size(); ++i) {
+      storage.ops.push_back({.step = Step::kMountVolumes,
+                             .kind = ns::ChildOp::kAttachVolume,
+                             .target = storage.Intern(spec.volumes[i].path.substr(1)),
+                             .fd_index = static_cast<int>(i)});
+    }
+    plan.n_volumes = spec.volumes.size();
     plan.sync_fd = sync_child.get();
     plan.channel_fd = channel_child.get();
     plan.guest_fd = guest_fd.get();
@@ -312,9 +353,28 @@ Result<LaunchedSandbox> NsRuntimeImpl::Launch(const SandboxSpec& spec) {
     return Status::Ok();
   }));
 
+  // Each volume as its own idmapped clone, read-only ones with MOUNT_ATTR_RDONLY (their trees
+  // are read-only subvolumes as well: node/volumes.h).
+  std::vector<UniqueFd> volume_mounts;
+  RETURN_IF_ERROR(run(Step::kIdmapVolumes, [&]() -> Status {
+    for (const VolumeMountSpec& v : spec.volumes) {
+      ASSIGN_OR_RETURN(UniqueFd dir, OpenFd(v.host_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW));
+      ASSIGN_OR_RETURN(UniqueFd mount, ns::IdmapTree(config_.privileged, {.dir_fd = dir.get(),
+                                                                          .pidfd = child.pidfd.get(),
+                                                                          .pid = child.pid,
+                                                                          .uid_base = spec.uid_base,
+                                                                          .read_only = v.read_only}));
+      volume_mounts.push_back(std::move(mount));
+    }
+    return Status::Ok();
+  }));
+
   RETURN_IF_ERROR(run(Step::kSendGo, [&]() -> Status {
-    RETURN_IF_ERROR(ns::SendGo(sync_parent.get(), root_mount.get()));
+    std::vector<int> fds;
+    for (const UniqueFd& m : volume_mounts) fds.push_back(m.get());
+    RETURN_IF_ERROR(ns::SendGo(sync_parent.get(), root_mount.get(), fds));
     root_mount.reset();
+    volume_mounts.clear();
     return Status::Ok();
   }));
 

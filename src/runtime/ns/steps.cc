@@ -15,6 +15,8 @@ const char* StepName(Step step) {
     case Step::kIdMaps: return "id_maps";
     case Step::kCgroupAttach: return "cgroup_attach";
     case Step::kIdmapRoot: return "idmap_root";
+    case Step::kIdmapVolumes:
+      return "idmap_volumes";
     case Step::kSendGo: return "send_go";
     case Step::kChildSetup: return "child_setup";
     case Step::kWaitGo: return "wait_go";
@@ -26,6 +28,8 @@ const char* StepName(Step step) {
     case Step::kMaskProc: return "mask_proc";
     case Step::kMountSys: return "mount_sys";
     case Step::kMountDev: return "mount_dev";
+    case Step::kMountVolumes:
+      return "mount_volumes";
     case Step::kPivotRoot: return "pivot_root";
     case Step::kSetHostname: return "set_hostname";
     case Step::kLoopbackUp: return "loopback_up";

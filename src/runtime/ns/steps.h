@@ -25,6 +25,7 @@ enum class Step : uint16_t {
   kIdMaps,
   kCgroupAttach,
   kIdmapRoot,
+  kIdmapVolumes,
   kSendGo,
   kChildSetup,  // parent-side: from "go" until the child's exec closed the sync socket
   // Child, in execution order.
@@ -37,6 +38,7 @@ enum class Step : uint16_t {
   kMaskProc,
   kMountSys,
   kMountDev,
+  kMountVolumes,
   kPivotRoot,
   kSetHostname,
   kLoopbackUp,
