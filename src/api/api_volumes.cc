@@ -35,7 +35,11 @@ void Api::Volumes(Request& req, Responder& res, const std::string& name, const s
     auto list = volumes.List(req.team);
     if (!list.ok()) return res.SendError(list.status());
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& v : *list) out.push_back(VolumeJson(v, nullptr));
+    for (const auto& v : *list) {
+      auto j = with_mounts(v);
+      if (!j.ok()) return res.SendError(j.status());
+      out.push_back(std::move(*j));
+    }
     return res.SendJson(200, {{"volumes", out}});
   }
   if (!name.empty() && action.empty() && m == "PUT") {

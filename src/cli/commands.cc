@@ -9,6 +9,7 @@
 #include "cli/key_commands.h"
 #include "cli/port_commands.h"
 #include "cli/sandbox_commands.h"
+#include "cli/volume_commands.h"
 #include "daemon/dev.h"
 #include "daemon/hidden_commands.h"
 
@@ -77,6 +78,8 @@ int Main(int argc, char** argv) {
   fleet_commands.Register(app);
   PortCommands port_commands;
   port_commands.Register(app);
+  VolumeCommands volume_commands;
+  volume_commands.Register(app);
   KeyCommands key_commands;
   key_commands.Register(app);
 
@@ -90,6 +93,7 @@ int Main(int argc, char** argv) {
   if (auto code = egress_commands.Run(*client, json)) return *code;
   if (auto code = fleet_commands.Run(*client, json)) return *code;
   if (auto code = port_commands.Run(*client, json)) return *code;
+  if (auto code = volume_commands.Run(*client, json)) return *code;
   if (auto code = key_commands.Run(*client, json)) return *code;
   if (auto code = sandbox_commands.Run(*client, json)) return *code;
   return 2;

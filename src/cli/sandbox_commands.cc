@@ -67,6 +67,8 @@ void SandboxCommands::Register(CLI::App& app) {
   create_->add_flag("--no-wait", no_wait_, "return once accepted, before it runs");
   create_->add_option("--egress", egress_profiles_, "egress profile (repeatable; none = no network)");
   create_->add_option("--cred", creds_, "credential whose placeholder the sandbox gets (repeatable)");
+  create_->add_option("--volume,-v", volumes_,
+                      "NAME:/path[:ro], a volume to mount (repeatable; `space volume create`)");
 
   ls_ = app.add_subcommand("ls", "list sandboxes");
   inspect_ = app.add_subcommand("inspect", "show a sandbox");
@@ -233,6 +235,18 @@ int SandboxCommands::Create(Client& c, bool json) {
   if (!env_.empty()) body["env"] = ParsePairs(env_);
   if (!meta_.empty()) body["metadata"] = ParsePairs(meta_);
   if (!creds_.empty()) body["credentials"] = creds_;
+  for (const std::string& v : volumes_) {
+    // NAME:/path or NAME:/path:ro; the server validates the name and the path.
+    const size_t colon = v.find(':');
+    if (colon == std::string::npos) return Fail(InvalidArgument("--volume " + v + ": want NAME:/path[:ro]"));
+    std::string path = v.substr(colon + 1);
+    bool read_only = false;
+    if (path.size() > 3 && path.compare(path.size() - 3, 3, ":ro") == 0) {
+      read_only = true;
+      path.resize(path.size() - 3);
+    }
+    body["volumes"].push_back({{"name", v.substr(0, colon)}, {"path", path}, {"read_only", read_only}});
+  }
   std::map<std::string, std::string> headers;
   for (const auto& p : egress_profiles_) {
     headers["X-Space-Egress-Profile"] += (headers["X-Space-Egress-Profile"].empty() ? "" : ",") + p;

@@ -54,7 +54,7 @@ class SandboxCommands {
   int64_t timeout_ = 0;
   std::vector<std::string> env_, meta_, cmd_;
   bool no_wait_ = false;
-  std::vector<std::string> egress_profiles_, creds_;
+  std::vector<std::string> egress_profiles_, creds_, volumes_;
   std::string user_, cwd_;
   std::string snap_, label_, against_;
   int count_ = 1;

@@ -131,8 +131,8 @@ void E2b::CreateSandbox(api::Request& req, api::Responder& res) {
   node::CreateRequest c;
   c.team = req.team;
   c.received_mono_ns = req.received_mono_ns;
-  // Unknown fields are ignored, not refused: the SDK sends options (mcp, network, volume
-  // mounts) that docs/e2b.md lists as unsupported.
+  // Unknown fields are ignored, not refused: the SDK sends options (mcp, network) that
+  // docs/e2b.md lists as unsupported.
   auto tmpl = api::GetString(*body, "templateID", "base", 63);
   if (!tmpl.ok()) return SendControlError(res, tmpl.status());
   c.template_name = TemplateFor(*tmpl);
@@ -168,6 +168,22 @@ void E2b::CreateSandbox(api::Request& req, api::Responder& res) {
     auto allow = api::GetBool(*net, "allowPublicTraffic", true);
     if (!allow.ok()) return SendControlError(res, allow.status());
     public_ports = *allow;
+  }
+
+  // volumeMounts [{name, path}]: SPACE volumes (PUT /v1/volumes/{name}), mounted read-write.
+  if (auto vols = body->find("volumeMounts"); vols != body->end() && !vols->is_null()) {
+    if (!vols->is_array() || vols->size() > 8) {
+      return SendControlError(res, 400, "volumeMounts must be an array of at most 8 {name, path}");
+    }
+    for (const auto& v : *vols) {
+      if (!v.is_object()) return SendControlError(res, 400, "each of volumeMounts must be an object {name, path}");
+      auto name = api::GetString(v, "name", "", 63);
+      auto path = api::GetString(v, "path", "", 1024);
+      if (!name.ok()) return SendControlError(res, name.status());
+      if (!path.ok()) return SendControlError(res, path.status());
+      c.volumes.push_back({*name, *path, false});
+    }
+    if (Status st = node::ValidateVolumeRequests(c.volumes); !st.ok()) return SendControlError(res, st);
   }
 
   auto created = node_->lifecycle().Create(c);
@@ -283,6 +299,11 @@ void E2b::GetSandbox(api::Request& req, api::Responder& res, const std::string& 
   auto j = SandboxJson(*rec);
   j.erase("envdAccessToken");
   j.erase("trafficAccessToken");
+  nlohmann::json mounts = nlohmann::json::array();
+  if (auto vols = node_->volumes().OfSandbox(rec->id); vols.ok()) {
+    for (const auto& v : *vols) mounts.push_back({{"name", v.name}, {"path", v.path}});
+  }
+  j["volumeMounts"] = std::move(mounts);
   res.SendJson(200, j);
 }
 

@@ -362,6 +362,45 @@ class FleetTest(unittest.TestCase):
             self.assertEqual(st, 200, "object %s named by a manifest is missing" % h)
         return len(keys), len(chunks)
 
+    def test_volume_follows_its_sandbox_to_the_other_node(self):
+        # The bucket is the nodes' only shared storage: the suspend syncs the volume there, the
+        # resume on the other node pulls it, and the destroy there syncs it back for node-a.
+        f = self.f
+        s = f.servers[0].url
+        st, d = f.call(s, "PUT", "/v1/volumes/travels", {"size_mb": 64})
+        self.assertEqual(st, 201, d)
+        st, d = self.create_on("node-a", None, {"template": "busybox", "volumes": [{"name": "travels", "path": "/data"}]})
+        self.assertEqual(st, 201, (d, f.logs()))
+        sid = d["sandbox"]["id"]
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid,
+                       {"cmd": ["sh", "-c", "echo on-a > /data/f && echo root > /root/g && sync"]})
+        self.assertEqual((st, d["exit_code"]), (200, 0), d)
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/suspend?wait=true" % sid, {}, timeout=300)
+        self.assertEqual((st, d["state"]), (200, "suspended"), (d, f.logs()))
+        st, v = f.call(s, "GET", "/v1/volumes/travels")
+        self.assertEqual((v["synced"], v["node"]), (True, None), v)
+        from harness import SPACE_BIN
+        env = dict(os.environ, SPACE_URL=s, SPACE_API_KEY=f.key)
+        for verb, node in (("drain", "node-a"), ("ready", "node-b")):
+            out = subprocess.run([SPACE_BIN, "node", verb, node], env=env, capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+        self.wait_node_state("node-a", "draining")
+        self.wait_node_state("node-b", "ready")
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/resume?wait=true" % sid, {}, timeout=300)
+        self.assertEqual(st, 200, (d, f.logs()))
+        self.assertEqual((st, d["state"]), (200, "running"), (d, f.logs()))
+        self.assertEqual(self.node_of(sid)["node"], "node-b")
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["sh", "-c", "cat /data/f /root/g; echo on-b >> /data/f"]})
+        self.assertEqual((st, d["stdout"]), (200, "on-a\nroot\n"), d)
+        self.assertIn("pulled volume travels", f.nodes["node-b"].log_tail(10 ** 7))
+        st, d = f.call(s, "DELETE", "/v1/sandboxes/%s?wait=true" % sid)
+        self.assertIn(st, (200, 204), d)
+        st, d = self.create_on("node-a", None, {"template": "busybox", "volumes": [{"name": "travels", "path": "/v"}]})
+        self.assertEqual(st, 201, (d, f.logs()))
+        st, d = f.call(s, "POST", "/v1/sandboxes/%s/exec" % d["sandbox"]["id"], {"cmd": ["cat", "/v/f"]})
+        self.assertEqual((st, d["stdout"]), (200, "on-a\non-b\n"), d)
+        self.assert_store_consistent()
+
     def test_kill9_of_a_node_mid_export_leaves_the_store_consistent(self):
         # The bucket is the only shared storage. A node killed while it exports a snapshot
         # leaves no manifest for it; restarted, it exports again; GC then runs (it must wait

@@ -4,13 +4,15 @@ destroyed; one writer at a time (409) while read-only mounts fan out, which btrf
 write even after the sandbox's root remounts them read-write; delete refused while mounted;
 fork; a size limit the kernel enforces; suspend and resume keeping the volume; a node killed
 with -9 and restarted; and hostile input."""
+import json
 import os
+import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Server, is_root, mounts_under  # noqa: E402
+from harness import SPACE_BIN, Server, is_root, mounts_under  # noqa: E402
 
 
 @unittest.skipUnless(is_root(), "needs root")
@@ -169,6 +171,58 @@ class VolumesTest(unittest.TestCase):
         pool = os.path.join(self.s.data_dir, "pool", "volumes")
         self.assertEqual([n for n in os.listdir(pool) if ".ro-" in n], [])
         self.assertEqual(mounts_under(os.path.join(self.s.data_dir, "run")), [])
+
+    def test_e2b_volume_mounts_map_onto_volumes(self):
+        # The E2B control API's create body (reference/e2b-protocol.md): volumeMounts [{name, path}].
+        self.volume("e2b")
+        a = self.create([{"name": "e2b", "path": "/data"}])
+        self.sh(a, "echo via-v1 > /data/f && sync")
+        self.destroy(a)
+        hdr = {"X-API-KEY": self.s.key}
+        st, body = self.s.json("POST", "/v2/sandboxes", {"templateID": "busybox", "volumeMounts": [{"name": "e2b", "path": "/mnt/e2b"}]},
+                               headers=hdr)
+        self.assertEqual(st, 201, body)
+        sid = body["sandboxID"]
+        self.addCleanup(self.destroy, sid)
+        st, info = self.s.json("GET", "/sandboxes/" + sid, headers=hdr)
+        self.assertEqual(info["volumeMounts"], [{"name": "e2b", "path": "/mnt/e2b"}], info)
+        self.assertEqual(self.sh(sid, "cat /mnt/e2b/f")["stdout"], "via-v1\n")
+        st, body = self.s.json("POST", "/v2/sandboxes", {"templateID": "busybox", "volumeMounts": [{"name": "e2b", "path": "/x"}]},
+                               headers=hdr)
+        self.assertEqual((st, body.get("code")), (409, 409), body)
+        st, body = self.s.json("POST", "/v2/sandboxes", {"templateID": "busybox", "volumeMounts": [{"name": "e2b", "path": "rel"}]},
+                               headers=hdr)
+        self.assertEqual(st, 400, body)
+
+    def cli(self, *args, ok=True):
+        out = subprocess.run([SPACE_BIN, *args], env=self.s.env(), capture_output=True, text=True, timeout=120)
+        if ok:
+            self.assertEqual(out.returncode, 0, out.stderr)
+        return out
+
+    def test_cli(self):
+        self.addCleanup(self.s.call, "DELETE", "/v1/volumes/cli-vol")
+        self.addCleanup(self.s.call, "DELETE", "/v1/volumes/cli-copy")
+        out = self.cli("volume", "create", "cli-vol", "--size-mb", "32")
+        self.assertIn("cli-vol\t32 MiB\tempty", out.stdout)
+        sid = self.cli("create", "--template", "busybox", "--volume", "cli-vol:/data").stdout.strip()
+        self.addCleanup(self.destroy, sid)
+        self.sh(sid, "echo cli > /data/f && sync")
+        ro = self.cli("create", "--template", "busybox", "--volume", "cli-vol:/in:ro").stdout.strip()
+        self.addCleanup(self.destroy, ro)
+        self.assertNotEqual(self.sh(ro, "echo x > /in/f", ok=False)["exit_code"], 0)
+        out = self.cli("volume", "ls")
+        self.assertIn(sid + ":/data", out.stdout)
+        self.assertIn(ro + ":/in:ro", out.stdout)
+        self.cli("volume", "fork", "cli-vol", "cli-copy")
+        listed = json.loads(self.cli("--json", "volume", "ls").stdout)
+        self.assertEqual(sorted(v["name"] for v in listed["volumes"] if v["name"].startswith("cli-")), ["cli-copy", "cli-vol"])
+        out = self.cli("volume", "rm", "cli-vol", ok=False)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("mounted by sandbox", out.stderr)
+        self.cli("volume", "rm", "cli-copy")
+        out = self.cli("create", "--template", "busybox", "--volume", "no-path", ok=False)
+        self.assertNotEqual(out.returncode, 0)
 
     def test_hostile_input(self):
         self.volume("good")
