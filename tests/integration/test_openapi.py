@@ -309,9 +309,6 @@ PENDING_ROUTES = {
     # issue 25: ports and preview URLs
     ("POST", "/v1/sandboxes/{id}/ports"), ("GET", "/v1/sandboxes/{id}/ports"),
     ("DELETE", "/v1/sandboxes/{id}/ports/{port}"),
-    # issue 26: volumes
-    ("GET", "/v1/volumes"), ("GET", "/v1/volumes/{name}"), ("PUT", "/v1/volumes/{name}"),
-    ("DELETE", "/v1/volumes/{name}"),
 }
 
 
