@@ -6,6 +6,7 @@
 #include <boost/beast/http.hpp>
 
 #include <cstdlib>
+#include <iostream>
 
 #include "common/syscall.h"
 
@@ -134,6 +135,20 @@ Status Client::Stream(const std::string& method, const std::string& target, cons
     }
     return Status::Ok();
   });
+}
+
+std::optional<nlohmann::json> CallJson(Client& c, const std::string& method, const std::string& target,
+                                       const std::string& body) {
+  auto r = c.Call(method, target, body);
+  Status err = !r.ok() ? r.status() : r->status >= 300 ? ResponseError(*r) : Status::Ok();
+  if (err.ok() && r->body.empty()) return nlohmann::json::object();
+  if (err.ok()) {
+    auto j = nlohmann::json::parse(r->body, nullptr, false);
+    if (!j.is_discarded()) return j;
+    err = Internal("unreadable answer from the server");
+  }
+  std::cerr << "space: " << err.message() << "\n";
+  return std::nullopt;
 }
 
 Status ResponseError(const Response& r) {

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,10 @@ class Client {
 
 // The API error in a response, as a Status ("not_found: sandbox ... not found").
 Status ResponseError(const Response& r);
+// Calls and parses a JSON answer ({} for an empty one). On a transport error, an error answer
+// or an unreadable body, prints "space: <why>" to stderr and returns nullopt.
+std::optional<nlohmann::json> CallJson(Client& c, const std::string& method, const std::string& target,
+                                       const std::string& body = "");
 // Percent-encodes a query value.
 std::string UrlEncode(const std::string& s);
 

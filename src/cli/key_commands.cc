@@ -5,11 +5,6 @@
 namespace space::cli {
 namespace {
 
-int Fail(const std::string& message) {
-  std::cerr << "space: " << message << "\n";
-  return 1;
-}
-
 std::string Text(const nlohmann::json& j, const char* field) {
   return j.contains(field) && j[field].is_string() ? j[field].get<std::string>() : "-";
 }
@@ -40,24 +35,8 @@ void KeyCommands::Register(CLI::App& app) {
 }
 
 std::optional<int> KeyCommands::Run(Client& c, bool json) {
-  auto call = [&](const std::string& method, const std::string& path,
-                  const std::string& body) -> std::optional<nlohmann::json> {
-    auto r = c.Call(method, path, body);
-    if (!r.ok()) {
-      Fail(r.status().message());
-      return std::nullopt;
-    }
-    if (r->status >= 300) {
-      Fail(ResponseError(*r).message());
-      return std::nullopt;
-    }
-    if (r->body.empty()) return nlohmann::json::object();
-    auto j = nlohmann::json::parse(r->body, nullptr, false);
-    if (j.is_discarded()) {
-      Fail("unreadable answer from the server");
-      return std::nullopt;
-    }
-    return j;
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
+    return CallJson(c, method, path, body);
   };
   auto print_key = [&](const nlohmann::json& k) {
     std::string scopes;

@@ -5,11 +5,6 @@
 namespace space::cli {
 namespace {
 
-int Fail(const std::string& message) {
-  std::cerr << "space: " << message << "\n";
-  return 1;
-}
-
 // One line per volume: name, size, where its newest copy is, its mounts.
 void PrintVolume(const nlohmann::json& v) {
   std::cout << v.value("name", "") << "\t" << v.value("size_mb", int64_t{0}) << " MiB\t";
@@ -44,24 +39,8 @@ void VolumeCommands::Register(CLI::App& app) {
 }
 
 std::optional<int> VolumeCommands::Run(Client& c, bool json) {
-  auto call = [&](const std::string& method, const std::string& path,
-                  const std::string& body) -> std::optional<nlohmann::json> {
-    auto r = c.Call(method, path, body);
-    if (!r.ok()) {
-      Fail(r.status().message());
-      return std::nullopt;
-    }
-    if (r->status >= 300) {
-      Fail(ResponseError(*r).message());
-      return std::nullopt;
-    }
-    if (r->body.empty()) return nlohmann::json::object();
-    auto j = nlohmann::json::parse(r->body, nullptr, false);
-    if (j.is_discarded()) {
-      Fail("unreadable answer from the server");
-      return std::nullopt;
-    }
-    return j;
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
+    return CallJson(c, method, path, body);
   };
   auto show = [&](const nlohmann::json& j) {
     if (json) {

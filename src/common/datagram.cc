@@ -11,7 +11,7 @@ namespace {
 
 // Room for more descriptors than any channel allows, so a sender that attaches too many is
 // refused (and its descriptors closed) rather than having them silently truncated.
-constexpr size_t kControlFds = 8;
+constexpr size_t kControlFds = 9;
 
 }  // namespace
 

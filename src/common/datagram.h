@@ -15,7 +15,7 @@ namespace space {
 
 struct DatagramLimits {
   size_t max_bytes;
-  size_t max_fds;      // at most 8
+  size_t max_fds;       // at most 9
   const char* channel;  // names the channel in errors: "root broker channel"
 };
 

@@ -78,7 +78,7 @@ Result<store::VolumeRecord> Volumes::Create(const std::string& team, const std::
 }
 
 Result<store::VolumeRecord> Volumes::Get(const std::string& team, const std::string& name) {
-  RETURN_IF_ERROR(ValidateVolumeName(name).Annotate("not found"));
+  RETURN_IF_ERROR(ValidateVolumeName(name));
   return d_.store->GetVolume(team, name);
 }
 
@@ -350,13 +350,13 @@ Status Volumes::Reconcile() {
   int cleaned = 0;
   for (const auto& n : names) {
     const size_t dot = n.find('.');
-    bool keep = dot == std::string::npos;  // views and sync points are made again when needed
+    // Views and sync points are made again when needed. A recorded volume's copy stays, even
+    // a stale one: the next mount here pulls the newest over it (EnsureLocal).
+    bool keep = dot == std::string::npos;
     if (keep) {
       auto v = d_.store->GetVolumeById(n);
       if (!v.ok() && v.status().code() != StatusCode::kNotFound) return v.status();
       keep = v.ok();
-      // A copy another node has written since, or that only the store holds now, is stale:
-      // kept until a mount here pulls the newest over it, unless this node holds the newest.
     }
     if (keep) continue;
     if (Status st = d_.pool->DestroyVolume(n); !st.ok()) LogWarn(kLog, st.ToString());

@@ -21,7 +21,7 @@ Status ValidateSnapshotId(const std::string& id) {
   return Status::Ok();
 }
 
-Status ValidateVolumeName(const std::string& name) {
+Status ValidateVolumeDirName(const std::string& name) {
   static constexpr std::string_view kPrefix = "vol_";
   const size_t dot = name.find('.');
   const std::string_view id = std::string_view(name).substr(0, dot);

@@ -14,7 +14,7 @@ Status ValidateTemplateName(const std::string& name);
 Status ValidateSnapshotId(const std::string& id);
 // A volume subvolume's name in the pool: vol_[A-Za-z0-9]{1,64}, optionally ".<suffix>" of
 // [A-Za-z0-9_-]{1,80} (a view or sync point of that volume).
-Status ValidateVolumeName(const std::string& name);
+Status ValidateVolumeDirName(const std::string& name);
 // "sha256:<64 lowercase hex>" -> the hex part.
 Result<std::string> DigestHex(const std::string& digest);
 

@@ -30,14 +30,14 @@ TEST(NamesTest, SnapshotIds) {
 }
 
 TEST(NamesTest, VolumeNames) {
-  EXPECT_TRUE(ValidateVolumeName(NewId("vol")).ok());
-  EXPECT_TRUE(ValidateVolumeName(NewId("vol") + ".ro-sbx_12").ok());
-  EXPECT_TRUE(ValidateVolumeName("vol_a.sync").ok());
+  EXPECT_TRUE(ValidateVolumeDirName(NewId("vol")).ok());
+  EXPECT_TRUE(ValidateVolumeDirName(NewId("vol") + ".ro-sbx_12").ok());
+  EXPECT_TRUE(ValidateVolumeDirName("vol_a.sync").ok());
   for (const std::string& bad :
        {std::string(), std::string("vol_"), std::string("vol_a."), std::string("vol_a/b"), std::string("vol_a.b.c"),
         std::string("vol_a./"), std::string(".."), std::string("sbx_1"), std::string("vol_a-b"),
         "vol_" + std::string(65, 'a'), "vol_a." + std::string(81, 'a')}) {
-    EXPECT_EQ(ValidateVolumeName(bad).code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(ValidateVolumeDirName(bad).code(), StatusCode::kInvalidArgument) << bad;
   }
 }
 

@@ -377,7 +377,7 @@ class PoolImpl final : public Pool {
   }
 
   Status CreateVolume(const std::string& name, uint64_t limit_bytes) override {
-    RETURN_IF_ERROR(ValidateVolumeName(name));
+    RETURN_IF_ERROR(ValidateVolumeDirName(name));
     RETURN_IF_ERROR(RequireSnapshots());
     const std::string dir = VolumePath(name);
     if (PathExists(dir)) return Conflict("volume " + name + " already exists in the pool");
@@ -392,8 +392,8 @@ class PoolImpl final : public Pool {
 
   Status SnapshotVolume(const std::string& source, const std::string& dest, bool read_only,
                         uint64_t limit_bytes) override {
-    RETURN_IF_ERROR(ValidateVolumeName(source));
-    RETURN_IF_ERROR(ValidateVolumeName(dest));
+    RETURN_IF_ERROR(ValidateVolumeDirName(source));
+    RETURN_IF_ERROR(ValidateVolumeDirName(dest));
     RETURN_IF_ERROR(RequireSnapshots());
     const std::string from = VolumePath(source), to = VolumePath(dest);
     if (!PathExists(from)) return NotFound("volume " + source + " is not in this pool");
@@ -403,7 +403,7 @@ class PoolImpl final : public Pool {
   }
 
   Status CreateVolumeFromSnapshot(const std::string& name, const std::string& snap_id, uint64_t limit_bytes) override {
-    RETURN_IF_ERROR(ValidateVolumeName(name));
+    RETURN_IF_ERROR(ValidateVolumeDirName(name));
     RETURN_IF_ERROR(ValidateSnapshotId(snap_id));
     RETURN_IF_ERROR(RequireSnapshots());
     const std::string snap = SnapshotPath(snap_id), to = VolumePath(name);
@@ -413,25 +413,25 @@ class PoolImpl final : public Pool {
   }
 
   Status SetVolumeLimit(const std::string& name, uint64_t limit_bytes) override {
-    RETURN_IF_ERROR(ValidateVolumeName(name));
+    RETURN_IF_ERROR(ValidateVolumeDirName(name));
     return backend_->SetRootDiskLimit(VolumePath(name), limit_bytes);
   }
 
   Status DestroyVolume(const std::string& name) override {
-    RETURN_IF_ERROR(ValidateVolumeName(name));
+    RETURN_IF_ERROR(ValidateVolumeDirName(name));
     return backend_->RemoveTree(VolumePath(name));
   }
 
   std::string VolumePath(const std::string& name) const override { return volumes_dir_ + "/" + name; }
 
   bool HasVolume(const std::string& name) override {
-    return ValidateVolumeName(name).ok() && PathExists(VolumePath(name));
+    return ValidateVolumeDirName(name).ok() && PathExists(VolumePath(name));
   }
 
   Result<std::vector<std::string>> ListVolumes() override {
     if (!PathExists(volumes_dir_)) return std::vector<std::string>{};
     ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(volumes_dir_));
-    std::erase_if(names, [](const std::string& n) { return !ValidateVolumeName(n).ok(); });
+    std::erase_if(names, [](const std::string& n) { return !ValidateVolumeDirName(n).ok(); });
     return names;
   }
 

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "common/clock.h"
+#include "common/datagram.h"
 #include "common/syscall.h"
 #include "runtime/ns/mounts.h"
 #include "runtime/ns/net.h"
@@ -281,28 +282,9 @@ Result<Spawned> CloneChild(const ChildPlan& plan) {
 }
 
 Status SendGo(int sync_fd, int mount_fd, const std::vector<int>& volume_fds) {
-  if (volume_fds.size() > kMaxVolumeMounts) return InvalidArgument("more than 8 volume mounts");
-  int fds[1 + kMaxVolumeMounts];
-  fds[0] = mount_fd;
-  for (size_t i = 0; i < volume_fds.size(); ++i) fds[1 + i] = volume_fds[i];
-  const size_t n = 1 + volume_fds.size();
-  char byte = 'G';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * (1 + kMaxVolumeMounts))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-  ssize_t sent = RetryEintr([&] { return ::sendmsg(sync_fd, &msg, MSG_NOSIGNAL); });
-  if (sent < 0) return ErrnoStatus("sendmsg", "go", errno);
-  if (sent != 1) return ErrnoStatus("sendmsg", "go", EIO);
-  return Status::Ok();
+  std::vector<int> fds = {mount_fd};
+  fds.insert(fds.end(), volume_fds.begin(), volume_fds.end());
+  return SendDatagram(sync_fd, "G", fds, {1, 1 + kMaxVolumeMounts, "sync socket"}).Annotate("go");
 }
 
 Result<ChildOutcome> CollectReports(int sync_fd, int64_t timeout_ns) {
